@@ -1,0 +1,115 @@
+"""The `glm5` command: `sim` (the SGLang emulator) and `bench` (one measurement outside pytest)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .loadgen import PROTOCOLS, BenchError, BenchResult, Workload, run_workload
+
+TABLE_COLUMNS = (
+    ("conc", "concurrency", "{:.0f}"),
+    ("done", "completed", "{:.0f}"),
+    ("fail", "failed", "{:.0f}"),
+    ("out tok/s", "output_throughput", "{:.2f}"),
+    ("total tok/s", "total_throughput", "{:.2f}"),
+    ("req/s", "request_throughput", "{:.3f}"),
+    ("TTFT p50 ms", "median_ttft_ms", "{:.1f}"),
+    ("TTFT p99 ms", "p99_ttft_ms", "{:.1f}"),
+    ("TPOT p50 ms", "median_tpot_ms", "{:.2f}"),
+    ("ITL p99 ms", "p99_itl_ms", "{:.2f}"),
+    ("E2E p50 ms", "median_e2e_latency_ms", "{:.1f}"),
+)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def format_table(results: list[BenchResult]) -> str:
+    """bench results as an aligned text table, one row per concurrency."""
+    head = ["limit"] + [c[0] for c in TABLE_COLUMNS]
+    rows = [[str(r.workload.concurrency)] + [fmt.format(r.metrics.get(key, 0.0)) for _, key, fmt in TABLE_COLUMNS]
+            for r in results]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(lines)
+
+
+def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("bench", help="closed-loop streaming measurement of a running server",
+                       description="Closed-loop streaming load at each concurrency; metrics by SGLang "
+                                   "bench_serving's formulas.")
+    p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--concurrency", type=_int_list, default=[1], help="comma-separated, e.g. 1,2,256")
+    p.add_argument("--num-prompts", type=int, default=None,
+                   help="requests per concurrency (default: 4 x concurrency, at least 8)")
+    p.add_argument("--input-len", type=int, default=128)
+    p.add_argument("--output-len", type=int, default=128)
+    p.add_argument("--protocol", choices=PROTOCOLS, default="sglang",
+                   help="sglang: native /generate; openai: /v1/completions")
+    p.add_argument("--warmup", type=int, default=None, help="warmup requests, excluded (default: concurrency)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--json", type=Path, default=None, help="write one record per concurrency (JSON list)")
+    p.add_argument("--details", action="store_true", help="include per-request records in --json")
+
+
+def cmd_bench(ns: argparse.Namespace) -> int:
+    """Run `glm5 bench`; one-line errors, non-zero exit on failure."""
+    results: list[BenchResult] = []
+    try:
+        for c in ns.concurrency:
+            wl = Workload(concurrency=c, num_prompts=ns.num_prompts or max(8, 4 * c), input_len=ns.input_len,
+                          output_len=ns.output_len, protocol=ns.protocol,
+                          warmup=c if ns.warmup is None else ns.warmup, seed=ns.seed)
+            print(f"glm5 bench: {wl.label()}, {wl.num_prompts} prompts against {ns.url} ...", file=sys.stderr)
+            results.append(run_workload(ns.url, wl))
+    except (BenchError, ValueError) as exc:
+        print(f"glm5 bench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("glm5 bench: interrupted", file=sys.stderr)
+        return 130
+    print(format_table(results))
+    failed = sum(r.failed for r in results)
+    for r in results:
+        for err in r.errors:
+            print(f"c{r.workload.concurrency}: {err}", file=sys.stderr)
+    if ns.json:
+        try:
+            ns.json.write_text(json.dumps([r.to_dict(details=ns.details) for r in results], indent=2))
+        except OSError as exc:
+            print(f"glm5 bench: error: cannot write {ns.json}: {exc.strerror}", file=sys.stderr)
+            return 2
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `glm5` console script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "sim":
+        from .sim.app import main as sim_main
+
+        return sim_main(args[1:])
+    parser = argparse.ArgumentParser(prog="glm5", description="pytest-glm5 command line")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("sim", help="run the SGLang 0.5.23 emulator (takes `sglang serve` flags and --sim-*)",
+                   add_help=False)
+    _bench_parser(sub)
+    ns = parser.parse_args(args)
+    if ns.cmd == "bench":
+        return cmd_bench(ns)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,381 @@
+"""Closed-loop streaming load generator: a Workload in, per-request records and a BenchResult out.
+
+The request shapes and the way tokens and gaps are counted follow SGLang's bench_serving
+(shared/reference/sglang.md sections 1.2-1.3), so that a figure from here means what the same
+figure from `python -m sglang.bench_serving --max-concurrency C --request-rate inf` means.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from .metrics import RequestRecord, compute_metrics, first_errors
+
+PROTOCOLS = ("sglang", "openai")
+PREFLIGHT_TIMEOUT_S = 5.0
+_JSON = {"Content-Type": "application/json"}
+
+
+class BenchError(Exception):
+    """A measurement that cannot start or go on; the message is one line that names the cause."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One measurement point: closed loop at `concurrency` over `num_prompts` fixed-length requests."""
+
+    concurrency: int
+    num_prompts: int
+    input_len: int = 128
+    output_len: int = 128
+    protocol: str = "sglang"
+    warmup: int = 1
+    seed: int = 42
+    token_low: int = 10
+    token_high: int = 1000
+    flush_cache: bool = True
+    request_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.concurrency < 1:
+            problems.append(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.num_prompts < 1:
+            problems.append(f"num_prompts must be >= 1, got {self.num_prompts}")
+        if self.input_len < 1 or self.output_len < 1:
+            problems.append(f"input and output lengths must be >= 1, got {self.input_len}/{self.output_len}")
+        if self.warmup < 0:
+            problems.append(f"warmup must be >= 0, got {self.warmup}")
+        if self.protocol not in PROTOCOLS:
+            problems.append(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
+        if not 0 <= self.token_low < self.token_high:
+            problems.append(f"token range [{self.token_low}, {self.token_high}) is empty")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def label(self) -> str:
+        """A short human name such as `c256 128/128 sglang`."""
+        return f"c{self.concurrency} {self.input_len}/{self.output_len} {self.protocol}"
+
+
+@dataclass
+class BenchResult:
+    """What one Workload measured: metrics by bench_serving's names, the records, and the server's identity."""
+
+    url: str
+    workload: Workload
+    metrics: dict[str, float]
+    records: list[RequestRecord] = field(repr=False)
+    errors: list[str]
+    server_info: dict[str, Any]
+    max_in_flight: int
+    started_at: float
+    aborted: str | None = None
+
+    @property
+    def failed(self) -> int:
+        """Requests of the measured window that did not complete."""
+        return int(self.metrics.get("failed", 0))
+
+    def to_dict(self, details: bool = False) -> dict[str, Any]:
+        """A JSON-ready record: workload, metrics, errors and /server_info (per-request data if asked)."""
+        out: dict[str, Any] = {
+            "url": self.url,
+            "workload": asdict(self.workload),
+            "metrics": self.metrics,
+            "errors": self.errors,
+            "max_in_flight": self.max_in_flight,
+            "started_at": self.started_at,
+            "aborted": self.aborted,
+            "server_info": self.server_info,
+        }
+        if details:
+            out["records"] = [asdict(r) for r in self.records]
+        return out
+
+
+def make_prompts(workload: Workload, count: int, salt: int = 0) -> list[list[int]]:
+    """Seeded random token-id prompts of exactly input_len ids inside [token_low, token_high)."""
+    rng = random.Random(workload.seed * 1_000_003 + salt)
+    lo, hi = workload.token_low, workload.token_high
+    return [[rng.randrange(lo, hi) for _ in range(workload.input_len)] for _ in range(count)]
+
+
+def _payload(workload: Workload, prompt: list[int], output_len: int, model: str) -> tuple[str, dict[str, Any]]:
+    if workload.protocol == "sglang":
+        return "/generate", {
+            "input_ids": prompt,
+            "sampling_params": {"temperature": 0.0, "max_new_tokens": output_len, "ignore_eos": True},
+            "stream": True,
+        }
+    return "/v1/completions", {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": output_len,
+        "temperature": 0.0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+class _Stream:
+    """Parses one SSE response into a RequestRecord, counting as bench_serving does."""
+
+    def __init__(self, record: RequestRecord, protocol: str, asked: int) -> None:
+        self.r = record
+        self.protocol = protocol
+        self.asked = asked
+        self.last = 0.0
+        self.tokens = 0
+        self.done = False
+        self.usage_seen = False
+
+    def feed_line(self, payload: bytes, now: float) -> None:
+        """One SSE `data:` payload."""
+        if payload == b"[DONE]":
+            self.done = True
+            return
+        try:
+            data = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise _StreamFailure(f"malformed SSE data: {payload[:80]!r}") from None
+        if not isinstance(data, dict):
+            raise _StreamFailure(f"SSE data is not a JSON object: {payload[:80]!r}")
+        self.feed(data, now)
+
+    def feed(self, data: dict[str, Any], now: float) -> None:
+        if "error" in data:
+            err = data["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            raise _StreamFailure(f"server error in stream: {msg}")
+        if self.protocol == "sglang":
+            self._feed_native(data, now)
+        else:
+            self._feed_openai(data, now)
+
+    def _feed_native(self, data: dict[str, Any], now: float) -> None:
+        meta = data.get("meta_info") or {}
+        count = int(meta.get("completion_tokens", self.tokens))
+        if data.get("text"):
+            if self.r.ttft == 0.0:
+                self.r.ttft = now - self.r.start
+            else:
+                delta = count - self.tokens
+                if delta > 0:
+                    gap = (now - self.last) / delta
+                    self.r.itl.extend([gap] * delta)
+            self.last = now
+        self.tokens = count
+        fr = meta.get("finish_reason")
+        if fr:
+            self.r.finish_reason = fr.get("type") if isinstance(fr, dict) else str(fr)
+
+    def _feed_openai(self, data: dict[str, Any], now: float) -> None:
+        choices = data.get("choices") or []
+        if choices:
+            choice = choices[0]
+            if choice.get("text"):
+                if self.r.ttft == 0.0:
+                    self.r.ttft = now - self.r.start
+                else:
+                    self.r.itl.append(now - self.last)
+                self.last = now
+                self.tokens += 1
+            if choice.get("finish_reason"):
+                self.r.finish_reason = str(choice["finish_reason"])
+        usage = data.get("usage")
+        if usage and "completion_tokens" in usage:
+            self.tokens = int(usage["completion_tokens"])
+            self.usage_seen = True
+
+    def finish(self, now: float) -> None:
+        self.r.latency = now - self.r.start
+        if not (self.done or self.r.finish_reason):
+            raise _StreamFailure(f"stream ended after {self.tokens} tokens without a finish_reason or [DONE]")
+        if self.protocol == "openai" and not self.usage_seen:
+            # bench_serving keeps the asked length when the server sends no usage.
+            self.tokens = self.asked
+        self.r.output_len = self.tokens
+        self.r.success = True
+
+
+class _StreamFailure(Exception):
+    pass
+
+
+class LoadRunner:
+    """Runs Workloads against one server URL over a shared HTTP session."""
+
+    def __init__(self, url: str, stop_check: Callable[[], str | None] | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.stop_check = stop_check
+        self.model = "default"
+        self.server_info: dict[str, Any] = {}
+        self._in_flight = 0
+        self.max_in_flight = 0
+        self.aborted: str | None = None
+
+    async def preflight(self, session: aiohttp.ClientSession, workload: Workload) -> None:
+        """Reach the server within 5 s and learn its model id, or raise BenchError."""
+        timeout = aiohttp.ClientTimeout(total=PREFLIGHT_TIMEOUT_S)
+        try:
+            async with session.get(self.url + "/v1/models", timeout=timeout) as resp:
+                if resp.status != 200:
+                    raise BenchError(f"{self.url}/v1/models answered HTTP {resp.status}; is this an LLM server?")
+                body = await resp.json(content_type=None)
+        except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+            raise BenchError(
+                f"cannot reach {self.url}: {exc.__class__.__name__} {exc}".rstrip()
+                + " (is the server running and the URL right?)"
+            ) from None
+        except (json.JSONDecodeError, aiohttp.ContentTypeError) as exc:
+            raise BenchError(f"{self.url}/v1/models did not answer JSON: {exc}") from None
+        data = body.get("data") if isinstance(body, dict) else None
+        if data:
+            self.model = str(data[0].get("id", "default"))
+        self.server_info = await self.fetch_server_info(session)
+
+    async def fetch_server_info(self, session: aiohttp.ClientSession) -> dict[str, Any]:
+        """The server's /server_info (SGLang) or /props (llama.cpp); empty when it has neither."""
+        for path in ("/server_info", "/props"):
+            try:
+                async with session.get(self.url + path, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                    if resp.status == 200:
+                        body = await resp.json(content_type=None)
+                        if isinstance(body, dict):
+                            return body
+            except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError):
+                continue
+        return {}
+
+    async def one(
+        self, session: aiohttp.ClientSession, workload: Workload, prompt: list[int], output_len: int
+    ) -> RequestRecord:
+        """Send one streaming request and record what came back; never raises for server faults."""
+        path, body = _payload(workload, prompt, output_len, self.model)
+        rec = RequestRecord(start=time.perf_counter(), prompt_len=len(prompt))
+        stream = _Stream(rec, workload.protocol, output_len)
+        self._in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=workload.request_timeout_s)
+        try:
+            async with session.post(self.url + path, data=orjson.dumps(body), headers=_JSON, timeout=timeout) as resp:
+                if resp.status != 200:
+                    text = (await resp.text())[:200].replace("\n", " ")
+                    rec.error = f"HTTP {resp.status}: {text}"
+                    rec.latency = time.perf_counter() - rec.start
+                    return rec
+                rest = b""
+                # Whole reads, split here: one await per network read rather than one per line.
+                async for data in resp.content.iter_any():
+                    now = time.perf_counter()
+                    *lines, rest = (rest + data).split(b"\n")
+                    for line in lines:
+                        if line.startswith(b"data:"):
+                            stream.feed_line(line[5:].strip(), now)
+                if rest.startswith(b"data:"):
+                    stream.feed_line(rest[5:].strip(), time.perf_counter())
+                stream.finish(time.perf_counter())
+        except _StreamFailure as exc:
+            rec.error = str(exc)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            rec.error = f"{exc.__class__.__name__}: {exc}".rstrip(": ")
+        finally:
+            self._in_flight -= 1
+        if not rec.success and not rec.latency:
+            rec.latency = time.perf_counter() - rec.start
+        return rec
+
+    async def _phase(
+        self, session: aiohttp.ClientSession, workload: Workload, prompts: list[list[int]], output_len: int
+    ) -> list[RequestRecord]:
+        records: list[RequestRecord | None] = [None] * len(prompts)
+        order = iter(range(len(prompts)))
+
+        async def worker() -> None:
+            for i in order:
+                records[i] = await self.one(session, workload, prompts[i], output_len)
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(workload.concurrency, len(prompts)))]
+        watcher = asyncio.ensure_future(self._watch(workers)) if self.stop_check else None
+        try:
+            await asyncio.gather(*workers, return_exceptions=False)
+        except asyncio.CancelledError:
+            if not self.aborted:
+                raise
+        finally:
+            if watcher:
+                watcher.cancel()
+        return [r for r in records if r is not None]
+
+    async def _watch(self, workers: Sequence[asyncio.Future[None]]) -> None:
+        assert self.stop_check is not None
+        while True:
+            await asyncio.sleep(0.1)
+            reason = self.stop_check()
+            if reason:
+                self.aborted = reason
+                for w in workers:
+                    w.cancel()
+                return
+
+    async def run(self, workload: Workload) -> BenchResult:
+        """Warm up, flush the cache, then measure one closed-loop window."""
+        connector = aiohttp.TCPConnector(limit=0, force_close=False)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            await self.preflight(session, workload)
+            self._clip_vocab(workload)
+            if workload.warmup:
+                warm = await self._phase(
+                    session, workload, make_prompts(workload, workload.warmup, salt=1), min(workload.output_len, 32)
+                )
+                if warm and not any(r.success for r in warm):
+                    raise BenchError(f"every warmup request failed: {first_errors(warm, 1)[0]}")
+                if workload.flush_cache and workload.protocol == "sglang":
+                    await self._flush(session)
+            self.max_in_flight = 0
+            prompts = make_prompts(workload, workload.num_prompts)
+            started_at = time.time()
+            t0 = time.perf_counter()
+            records = await self._phase(session, workload, prompts, workload.output_len)
+            duration = time.perf_counter() - t0
+            metrics = compute_metrics(records, duration, t0)
+            metrics["failed"] = float(workload.num_prompts - metrics["completed"])
+            return BenchResult(
+                url=self.url,
+                workload=workload,
+                metrics=metrics,
+                records=records,
+                errors=first_errors(records) + ([f"aborted: {self.aborted}"] if self.aborted else []),
+                server_info=self.server_info,
+                max_in_flight=self.max_in_flight,
+                started_at=started_at,
+                aborted=self.aborted,
+            )
+
+    def _clip_vocab(self, workload: Workload) -> None:
+        n_vocab = self.server_info.get("vocab_size")
+        if isinstance(n_vocab, int) and n_vocab <= workload.token_low:
+            raise BenchError(f"server vocabulary ({n_vocab}) is smaller than the prompt token range")
+
+    async def _flush(self, session: aiohttp.ClientSession) -> None:
+        try:
+            async with session.post(self.url + "/flush_cache", timeout=aiohttp.ClientTimeout(total=60)) as resp:
+                await resp.read()
+        except (aiohttp.ClientError, TimeoutError):
+            pass  # An engine without a prefix cache to flush is still measurable.
+
+
+def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | None] | None = None) -> BenchResult:
+    """Run one Workload against url from synchronous code (the CLI and the pytest plugin)."""
+    return asyncio.run(LoadRunner(url, stop_check).run(workload))

@@ -1,0 +1,164 @@
+"""Per-request records and the metrics computed from them, by SGLang bench_serving's names and formulas.
+
+Each formula follows `calculate_metrics()` in sglang/benchmark/serving.py (0.5.23); see
+shared/reference/sglang.md section 1.4. A new metric gets its name and formula here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Higher is better for these; every other metric is latency-like (lower is better).
+THROUGHPUT_METRICS = (
+    "request_throughput",
+    "input_throughput",
+    "output_throughput",
+    "total_throughput",
+    "max_output_tokens_per_s",
+    "scaling_2x",
+)
+LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e_latency")
+STATS = ("mean", "median", "std", "p90", "p95", "p99")
+COUNT_METRICS = (
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "concurrency",
+    "max_concurrent_requests",
+    "duration",
+)
+
+
+def known_metric_names() -> frozenset[str]:
+    """Every metric name a baseline may hold."""
+    names = set(THROUGHPUT_METRICS) | set(COUNT_METRICS) | {"max_itl_ms"}
+    for fam in LATENCY_FAMILIES:
+        for stat in STATS:
+            names.add(f"{stat}_{fam}_ms")
+    return frozenset(names)
+
+
+def higher_is_better(metric: str) -> bool:
+    """True for throughput-like metrics (floors), False for latency-like ones (ceilings)."""
+    return metric in THROUGHPUT_METRICS or metric in ("completed", "concurrency")
+
+
+@dataclass
+class RequestRecord:
+    """One request as the client saw it; times are seconds on the client's perf_counter clock."""
+
+    start: float
+    prompt_len: int
+    success: bool = False
+    ttft: float = 0.0
+    latency: float = 0.0
+    output_len: int = 0
+    itl: list[float] = field(default_factory=list)
+    error: str = ""
+    finish_reason: str | None = None
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile, identical to numpy.percentile's default method."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    if lo == hi:
+        return float(ordered[lo])
+    return float(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo))
+
+
+def _stats(prefix: str, values_s: Sequence[float]) -> dict[str, float]:
+    ms = [v * 1000.0 for v in values_s]
+    return {
+        f"mean_{prefix}_ms": statistics.fmean(ms) if ms else 0.0,
+        f"median_{prefix}_ms": statistics.median(ms) if ms else 0.0,
+        f"std_{prefix}_ms": statistics.pstdev(ms) if len(ms) > 1 else 0.0,
+        f"p90_{prefix}_ms": percentile(ms, 90),
+        f"p95_{prefix}_ms": percentile(ms, 95),
+        f"p99_{prefix}_ms": percentile(ms, 99),
+    }
+
+
+def _peak_per_second(records: Sequence[RequestRecord], t0: float) -> tuple[float, int]:
+    """bench_serving's max_output_tokens_per_s and max_concurrent_requests over 1-s buckets."""
+    tokens: dict[int, int] = {}
+    active: dict[int, int] = {}
+    for r in records:
+        if not r.success:
+            continue
+        t = r.start - t0 + r.ttft
+        tokens[int(t)] = tokens.get(int(t), 0) + 1
+        for gap in r.itl:
+            t += gap
+            tokens[int(t)] = tokens.get(int(t), 0) + 1
+        first = int(r.start - t0)
+        last = int(r.start - t0 + r.latency)
+        for sec in range(first, last + 1):
+            active[sec] = active.get(sec, 0) + 1
+    return float(max(tokens.values(), default=0)), max(active.values(), default=0)
+
+
+def compute_metrics(records: Sequence[RequestRecord], duration_s: float, t0: float) -> dict[str, float]:
+    """Metrics of one measured window: records that started at or after t0, lasting duration_s."""
+    ok = [r for r in records if r.success]
+    dur = max(duration_s, 1e-9)
+    total_in = sum(r.prompt_len for r in ok)
+    total_out = sum(r.output_len for r in ok)
+    tpots = [(r.latency - r.ttft) / (r.output_len - 1) for r in ok if r.output_len > 1]
+    itls = [gap for r in ok for gap in r.itl]
+    peak_tokens, peak_active = _peak_per_second(records, t0)
+    out: dict[str, float] = {
+        "duration": duration_s,
+        "completed": float(len(ok)),
+        "failed": float(len(records) - len(ok)),
+        "total_input_tokens": float(total_in),
+        "total_output_tokens": float(total_out),
+        "request_throughput": len(ok) / dur,
+        "input_throughput": total_in / dur,
+        "output_throughput": total_out / dur,
+        "total_throughput": (total_in + total_out) / dur,
+        "concurrency": sum(r.latency for r in ok) / dur,
+        "max_output_tokens_per_s": peak_tokens,
+        "max_concurrent_requests": float(peak_active),
+        "max_itl_ms": max(itls, default=0.0) * 1000.0,
+    }
+    out.update(_stats("ttft", [r.ttft for r in ok]))
+    out.update(_stats("tpot", tpots))
+    out.update(_stats("itl", itls))
+    out.update(_stats("e2e_latency", [r.latency for r in ok]))
+    return out
+
+
+def first_errors(records: Sequence[RequestRecord], limit: int = 3) -> list[str]:
+    """The distinct errors of failed requests, in order of first appearance."""
+    seen: list[str] = []
+    for r in records:
+        if not r.success and r.error and r.error not in seen:
+            seen.append(r.error)
+            if len(seen) >= limit:
+                break
+    return seen
+
+
+def summarize_repeats(values: Sequence[float]) -> dict[str, Any]:
+    """Median, min, max and coefficient of variation of one metric over repeated runs."""
+    if not values:
+        return {"median": 0.0, "min": 0.0, "max": 0.0, "cv": 0.0, "n": 0}
+    mean = statistics.fmean(values)
+    cv = statistics.pstdev(values) / mean if len(values) > 1 and mean else 0.0
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "cv": cv,
+        "n": len(values),
+    }

@@ -1,0 +1,510 @@
+"""The emulator's HTTP server: SGLang 0.5.23's endpoints and their shapes, on aiohttp.
+
+Lifecycle as in SGLang: load weights (no listener yet), start HTTP, run one warmup request through the
+scheduler, then `/ready` turns 200 and "The server is fired up and ready to roll!" is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import shlex
+import signal
+import sys
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from .. import __version__
+from .args import parse_args, sglang_args
+from .engine import AsyncEngine, Scheduler, SimRequest, Step
+from .profile import Model, ProfileError, load_profile, resolve
+
+SGLANG_VERSION = "0.5.23"
+DECODE_LOG_INTERVAL = 40
+log = logging.getLogger("sglang.sim")
+
+
+def _ts() -> str:
+    return datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _say(msg: str, rank: int | None = None) -> None:
+    tag = f"{_ts()} TP{rank}" if rank is not None else _ts()
+    print(f"[{tag}] {msg}", flush=True)
+
+
+def _word(token_id: int) -> str:
+    return f" w{token_id % 9973}"
+
+
+def resolve_args(args: dict[str, Any], model: Model) -> dict[str, Any]:
+    """What SGLang's resolution would make of the args on the profile's hardware (sglang.md 4.3)."""
+    out = dict(args)
+    cc = str(model.gpu.get("compute_capability", ""))
+    if out.get("moe_runner_backend") == "auto" and out.get("quantization") == "modelopt_fp4" and cc in ("12.0", "11.0"):
+        out["moe_runner_backend"] = "flashinfer_cutlass"
+    if out.get("max_running_requests") is None:
+        out["max_running_requests"] = model.max_running_requests
+    if out.get("mem_fraction_static") is None:
+        out["mem_fraction_static"] = 0.85
+    out["served_model_name"] = out.get("served_model_name") or out["model_path"]
+    out["context_length"] = model.context_length
+    return out
+
+
+class SimServer:
+    """State shared by the handlers: the args, the model, the engine and the counters."""
+
+    def __init__(self, argv: list[str]) -> None:
+        ns = parse_args(argv)
+        self.ns = ns
+        self.raw_args = sglang_args(ns)
+        try:
+            self.profile = load_profile(ns.sim_profile)
+            self.model = resolve(self.profile, self.raw_args, slowdown=ns.sim_slowdown,
+                                 noise_cv=ns.sim_noise, startup_s=ns.sim_startup_s)
+        except ProfileError as exc:
+            print(f"sglang serve: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        self.args = resolve_args(self.raw_args, self.model)
+        # Rules may match resolved values (e.g. the MoE backend that auto picked).
+        self.model = resolve(self.profile, self.args, slowdown=ns.sim_slowdown,
+                             noise_cv=ns.sim_noise, startup_s=ns.sim_startup_s)
+        self.scale = ns.sim_time_scale
+        self.scheduler = Scheduler(self.model, seed=ns.sim_seed)
+        self.engine = AsyncEngine(self.scheduler, self.scale, on_step=self._on_step)
+        self.fault_rng = random.Random(ns.sim_seed + 7)
+        self.faults: dict[str, float] = dict(ns.sim_fault)
+        self.status = "Starting"
+        self.started = time.time()
+        self.startup_time = 0.0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._steps = 0
+        self._log_tokens = 0
+        self._log_t = time.perf_counter()
+        self.gen_throughput = 0.0
+        self.launch_command = "sglang serve " + shlex.join(argv)
+
+    # -- logging like SGLang's scheduler -------------------------------------------------------
+    def _on_step(self, step: Step, now: float) -> None:
+        if step.kind == "prefill":
+            return
+        self._steps += 1
+        if self._steps % DECODE_LOG_INTERVAL:
+            return
+        s = self.scheduler
+        elapsed = max(now - self._log_t, 1e-9)
+        self.gen_throughput = (s.generation_tokens_total - self._log_tokens) / elapsed
+        self._log_tokens, self._log_t = s.generation_tokens_total, now
+        usage = s.kv_used / max(1, self.model.kv_capacity_tokens)
+        _say(f"Decode batch, #running-req: {len(s.running)}, #token: {s.kv_used}, token usage: {usage:.2f}, "
+             f"cuda graph: {not self.args.get('disable_cuda_graph', False)}, "
+             f"gen throughput (token/s): {self.gen_throughput:.2f}, #queue-req: {len(s.waiting)}", 0)
+
+    def fail(self, kind: str, exit_code: int) -> None:
+        """Die the way the profile says this config dies: its log lines, then the exit code."""
+        for line in self.model.failure_logs.get(kind, [f"[{{ts}}] fatal: {kind}"]):
+            print(line.replace("{ts}", _ts()), flush=True)
+        sys.stdout.flush()
+        os._exit(exit_code)
+
+    # -- request plumbing ------------------------------------------------------------------------
+    def _fault(self) -> str | None:
+        for kind, p in self.faults.items():
+            if p and self.fault_rng.random() < p:
+                return kind
+        return None
+
+    def new_request(self, prompt_len: int, max_new: int, ignore_eos: bool) -> SimRequest:
+        """A request admitted to the scheduler."""
+        req = SimRequest(rid=uuid.uuid4().hex, prompt_len=prompt_len, max_new_tokens=max_new,
+                         stop_at=self.scheduler.stop_point(max_new, ignore_eos))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        self.engine.submit(req)
+        return req
+
+    async def wait_tokens(self, req: SimRequest, have: int, interval: int) -> None:
+        """Wait until req has `interval` more tokens than `have`, or finished.
+
+        As SGLang's OutputStreamer does, the first token goes out at once whatever the interval.
+        """
+        loop = asyncio.get_running_loop()
+        if have == 0:
+            interval = 1
+        while not req.finished and req.generated - have < interval:
+            req.waiter = loop.create_future()
+            await req.waiter
+
+    async def wait_finished(self, req: SimRequest) -> None:
+        """Wait until req has its last token."""
+        loop = asyncio.get_running_loop()
+        while not req.finished:
+            req.waiter = loop.create_future()
+            await req.waiter
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "code": status}}, status=status)
+
+
+def _prompt_len(srv: SimServer, body: dict[str, Any], key_ids: str, key_text: str) -> int | web.Response:
+    ids = body.get(key_ids)
+    if isinstance(ids, list) and ids and all(isinstance(t, int) for t in ids):
+        bad = [t for t in ids if not 0 <= t < srv.model.vocab_size]
+        if bad:
+            return _error(400, f"token id {bad[0]} is out of vocabulary range [0, {srv.model.vocab_size})")
+        n = len(ids)
+    elif isinstance(body.get(key_text), str) and body[key_text]:
+        n = max(1, len(body[key_text].split()))  # The emulator's tokenizer: one token per word.
+    else:
+        return _error(400, f"Either {key_text} or {key_ids} should be provided.")
+    if n >= srv.model.context_length:
+        return _error(400, f"The input ({n} tokens) is longer than the model's context length "
+                           f"({srv.model.context_length} tokens).")
+    return n
+
+
+async def _sse_start(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    return resp
+
+
+def _finish_native(req: SimRequest) -> dict[str, Any] | None:
+    if not req.finished:
+        return None
+    if req.finish_reason == "length":
+        return {"type": "length", "length": req.max_new_tokens}
+    return {"type": "stop", "matched": 2}
+
+
+async def handle_generate(request: web.Request) -> web.StreamResponse:
+    """SGLang's native POST /generate: cumulative text and meta_info per chunk, then [DONE]."""
+    srv: SimServer = request.app["srv"]
+    try:
+        body = await request.json()
+    except json.JSONDecodeError:
+        return _error(400, "request body is not valid JSON")
+    if not isinstance(body, dict):
+        return _error(400, "request body must be a JSON object")
+    plen = _prompt_len(srv, body, "input_ids", "text")
+    if isinstance(plen, web.Response):
+        return plen
+    sp = body.get("sampling_params") or {}
+    max_new = int(sp.get("max_new_tokens", 128))
+    interval = int(sp.get("stream_interval") or srv.args.get("stream_interval") or 1)
+    fault = srv._fault()
+    if fault == "http500":
+        return _error(500, "Internal server error (injected by --sim-fault)")
+    req = srv.new_request(plen, max_new, bool(sp.get("ignore_eos", False)))
+    t0 = time.perf_counter()
+    try:
+        if not body.get("stream"):
+            await srv.wait_finished(req)
+            return web.json_response(_native_obj(req, plen, t0))
+        resp = await _sse_start(request)
+        sent = 0
+        while True:
+            await srv.wait_tokens(req, sent, interval)
+            sent = req.generated
+            if fault == "cut-stream" and sent >= max(1, req.stop_at // 2):
+                return resp  # The connection closes without finish_reason or [DONE].
+            if fault == "malformed-sse" and sent >= max(1, req.stop_at // 2):
+                await resp.write(b"data: {not json\n\n")
+                return resp
+            await resp.write(b"data: " + orjson.dumps(_native_obj(req, plen, t0)) + b"\n\n")
+            if req.finished:
+                break
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+    finally:
+        req.aborted = not req.finished
+        srv.in_flight -= 1
+
+
+def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
+    ids = [(7 * i + 11) % 9973 for i in range(req.generated)]
+    meta: dict[str, Any] = {
+        "id": req.rid,
+        "finish_reason": _finish_native(req),
+        "prompt_tokens": plen,
+        "completion_tokens": req.generated,
+        "cached_tokens": 0,
+        "weight_version": "default",
+    }
+    if req.finished:
+        meta["e2e_latency"] = time.perf_counter() - t0
+    return {"text": "".join(_word(t) for t in ids), "output_ids": ids, "meta_info": meta}
+
+
+async def handle_completions(request: web.Request) -> web.StreamResponse:
+    """OpenAI POST /v1/completions with SGLang's extras (ignore_eos) and stream_options.include_usage."""
+    srv: SimServer = request.app["srv"]
+    try:
+        body = await request.json()
+    except json.JSONDecodeError:
+        return _error(400, "request body is not valid JSON")
+    if not isinstance(body, dict):
+        return _error(400, "request body must be a JSON object")
+    prompt = body.get("prompt")
+    plen = _prompt_len(srv, {"ids": prompt, "text": prompt}, "ids", "text")
+    if isinstance(plen, web.Response):
+        return plen
+    max_new = int(body.get("max_tokens") or 16)
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage")) or bool(
+        srv.args.get("stream_response_default_include_usage"))
+    fault = srv._fault()
+    if fault == "http500":
+        return _error(500, "Internal server error (injected by --sim-fault)")
+    req = srv.new_request(plen, max_new, bool(body.get("ignore_eos", False)))
+    model = srv.args["served_model_name"]
+    cid = "cmpl-" + req.rid
+    created = int(time.time())
+    interval = int(srv.args.get("stream_interval") or 1)
+    try:
+        if not body.get("stream"):
+            await srv.wait_finished(req)
+            text = "".join(_word((7 * i + 11) % 9973) for i in range(req.generated))
+            return web.json_response({
+                "id": cid, "object": "text_completion", "created": created, "model": model,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": req.finish_reason}],
+                "usage": _usage(plen, req.generated)})
+        resp = await _sse_start(request)
+        sent = 0
+        while True:
+            await srv.wait_tokens(req, sent, interval)
+            n = req.generated
+            if fault == "cut-stream" and n >= max(1, req.stop_at // 2):
+                return resp
+            if fault == "malformed-sse" and n >= max(1, req.stop_at // 2):
+                await resp.write(b"data: {not json\n\n")
+                return resp
+            text = "".join(_word((7 * i + 11) % 9973) for i in range(sent, n))
+            chunk = {"id": cid, "object": "text_completion", "created": created, "model": model,
+                     "choices": [{"index": 0, "text": text, "logprobs": None,
+                                  "finish_reason": req.finish_reason if req.finished else None}],
+                     "usage": None}
+            await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+            sent = n
+            if req.finished:
+                break
+        if include_usage:
+            tail = {"id": cid, "object": "text_completion", "created": created, "model": model,
+                    "choices": [], "usage": _usage(plen, req.generated)}
+            await resp.write(b"data: " + orjson.dumps(tail) + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+    finally:
+        req.aborted = not req.finished
+        srv.in_flight -= 1
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def handle_health(request: web.Request) -> web.Response:
+    """/health and /health_generate: 503 until warmup is done, then 200."""
+    srv: SimServer = request.app["srv"]
+    return web.Response(status=200 if srv.status == "Up" else 503)
+
+
+async def handle_model_info(request: web.Request) -> web.Response:
+    """GET /model_info."""
+    srv: SimServer = request.app["srv"]
+    a = srv.args
+    return web.json_response({
+        "model_path": a["model_path"], "tokenizer_path": a.get("tokenizer_path") or a["model_path"],
+        "served_model_name": a["served_model_name"], "is_generation": True, "preferred_sampling_params": None,
+        "weight_version": "default", "load_format": a.get("load_format", "auto"), "reasoning_parser": None,
+        "tool_call_parser": None, "disaggregation_mode": "null", "has_image_understanding": False,
+        "has_audio_understanding": False, "model_type": srv.model.model_type,
+        "architectures": [srv.model.architecture]})
+
+
+async def handle_server_info(request: web.Request) -> web.Response:
+    """GET /server_info: resolved args, launch command, version, and the emulator's own settings."""
+    srv: SimServer = request.app["srv"]
+    body = dict(srv.args)
+    body.update({
+        "launch_command": srv.launch_command,
+        "version": SGLANG_VERSION,
+        "startup_time": srv.startup_time,
+        "status": srv.status,
+        "internal_states": [{"last_gen_throughput": srv.gen_throughput, "avg_spec_accept_length": None}],
+        "max_total_num_tokens": srv.model.kv_capacity_tokens,
+        "gpu": srv.model.gpu,
+        "sim": {
+            "emulator": f"pytest-glm5 {__version__}",
+            "profile": srv.model.name,
+            "time_scale": srv.scale,
+            "slowdown": srv.ns.sim_slowdown,
+            "noise_cv": srv.model.noise_cv,
+            "seed": srv.ns.sim_seed,
+            "rules": list(srv.model.applied_rules),
+        },
+    })
+    return web.json_response(body)
+
+
+async def handle_models(request: web.Request) -> web.Response:
+    """GET /v1/models."""
+    srv: SimServer = request.app["srv"]
+    name = srv.args["served_model_name"]
+    return web.json_response({"object": "list", "data": [
+        {"id": name, "object": "model", "created": int(srv.started), "owned_by": "sglang", "root": name,
+         "max_model_len": srv.model.context_length}]})
+
+
+async def handle_flush(request: web.Request) -> web.Response:
+    """/flush_cache: 200 when idle, 400 while requests run (as SGLang after its timeout)."""
+    srv: SimServer = request.app["srv"]
+    if srv.scheduler.running or srv.scheduler.waiting:
+        return web.Response(status=400, text="Cache not flushed. Please check the server log for details.")
+    return web.Response(text="Cache flushed.\nPlease check backend logs for more details. "
+                             "(When there are running or waiting requests, the operation will not be performed.)\n")
+
+
+async def handle_metrics(request: web.Request) -> web.Response:
+    """Prometheus text with SGLang's metric names, plus sglang:sim_* about the emulator's own pacing."""
+    srv: SimServer = request.app["srv"]
+    s, e = srv.scheduler, srv.engine
+    label = f'{{model_name="{srv.args["served_model_name"]}"}}'
+    rows = [
+        ("sglang:prompt_tokens_total", "counter", s.prompt_tokens_total),
+        ("sglang:generation_tokens_total", "counter", s.generation_tokens_total),
+        ("sglang:num_requests_total", "counter", s.requests_total),
+        ("sglang:num_running_reqs", "gauge", len(s.running)),
+        ("sglang:num_queue_reqs", "gauge", len(s.waiting)),
+        ("sglang:gen_throughput", "gauge", srv.gen_throughput),
+        ("sglang:token_usage", "gauge", s.kv_used / max(1, srv.model.kv_capacity_tokens)),
+        ("sglang:max_total_num_tokens", "gauge", srv.model.kv_capacity_tokens),
+        ("sglang:sim_max_running_reqs", "gauge", s.max_running_seen),
+        ("sglang:sim_max_in_flight_requests", "gauge", srv.max_in_flight),
+        ("sglang:sim_lag_seconds", "gauge", e.lag_s),
+        ("sglang:sim_max_lag_seconds", "gauge", e.max_lag_s),
+        ("sglang:sim_behind_seconds_total", "counter", e.behind_s_total),
+        ("sglang:sim_busy_seconds_total", "counter", e.busy_s_total),
+    ]
+    lines = []
+    for name, kind, value in rows:
+        lines += [f"# TYPE {name} {kind}", f"{name}{label} {float(value)}"]
+    return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+
+def build_app(srv: SimServer) -> web.Application:
+    """The aiohttp application with SGLang's routes."""
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app["srv"] = srv
+    app.router.add_get("/health", handle_health)
+    app.router.add_get("/health_generate", handle_health)
+    app.router.add_get("/ready", handle_health)
+    app.router.add_get("/model_info", handle_model_info)
+    app.router.add_get("/get_model_info", handle_model_info)
+    app.router.add_get("/server_info", handle_server_info)
+    app.router.add_get("/get_server_info", handle_server_info)
+    app.router.add_get("/v1/models", handle_models)
+    app.router.add_post("/generate", handle_generate)
+    app.router.add_post("/v1/completions", handle_completions)
+    app.router.add_route("*", "/flush_cache", handle_flush)
+    if srv.args.get("enable_metrics"):
+        app.router.add_get("/metrics", handle_metrics)
+    return app
+
+
+async def _load(srv: SimServer) -> None:
+    m, a = srv.model, srv.args
+    _say(f"server_args=ServerArgs(model_path='{a['model_path']}', tp_size={a['tp_size']}, "
+         f"ep_size={a['ep_size']}, pp_size={a['pp_size']}, moe_runner_backend='{a['moe_runner_backend']}', "
+         f"quantization={a['quantization']!r}, max_running_requests={a['max_running_requests']}, "
+         f"mem_fraction_static={a['mem_fraction_static']}, port={a['port']}, ...)")
+    _say(f"Emulated by pytest-glm5 {__version__}: profile {m.name}, time scale {srv.scale}"
+         + (f", rules: {'; '.join(m.applied_rules)}" if m.applied_rules else ""))
+    total = m.load_s * srv.scale
+    shards = 20
+    _say(f"Load weight begin. avail mem={m.gpu.get('memory_gb', 0) - 1.2:.2f} GB", 0)
+    for i in range(1, shards + 1):
+        await asyncio.sleep(total / shards)
+        _say(f"Loading safetensors checkpoint shards: {100 * i // shards:3d}% Completed | {i}/{shards}", 0)
+    used = float(m.gpu.get("weights_gb_per_gpu", 0.0))
+    _say(f"Load weight end. type={m.architecture}, dtype=torch.bfloat16, "
+         f"avail mem={m.gpu.get('memory_gb', 0) - used:.2f} GB, mem usage={used:.2f} GB.", 0)
+    _say(f"KV Cache is allocated. #tokens: {m.kv_capacity_tokens}", 0)
+    _say(f"max_total_num_tokens={m.kv_capacity_tokens}, max_prefill_tokens={m.max_prefill_tokens}, "
+         f"max_running_requests={m.max_running_requests}, context_len={m.context_length}", 0)
+
+
+async def _warmup(srv: SimServer) -> None:
+    _say("Start of warmup: POST /generate max_new_tokens=8")
+    await asyncio.sleep(srv.model.warmup_s * srv.scale)
+    failure = srv.model.failure
+    if failure and failure.phase == "warmup":
+        srv.fail(failure.kind, failure.exit_code)
+    req = srv.new_request(4, 8, True)
+    await srv.wait_finished(req)
+    srv.in_flight -= 1
+    srv.status = "Up"
+    srv.startup_time = time.time() - srv.started
+    _say("End of warmup")
+    _say("The server is fired up and ready to roll!")
+
+
+async def serve(srv: SimServer) -> int:
+    """Load, listen, warm up, then serve until SIGTERM/SIGINT or a modelled crash; return the exit code."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    engine_task = asyncio.ensure_future(srv.engine.run())
+    await _load(srv)
+    runner = web.AppRunner(build_app(srv), access_log=None, handle_signals=False)
+    await runner.setup()
+    host, port = srv.args["host"], srv.args["port"]
+    try:
+        await web.TCPSite(runner, host, port, reuse_address=True).start()
+    except OSError as exc:
+        _say(f"ERROR: [Errno {exc.errno}] error while attempting to bind on address ({host!r}, {port}): "
+             f"{exc.strerror}")
+        return 1
+    print(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", flush=True)
+    warm = asyncio.ensure_future(_warmup(srv))
+    stopper = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([engine_task, stopper], return_when=asyncio.FIRST_COMPLETED)
+    warm.cancel()
+    if srv.engine.crash:
+        failure = srv.model.failure
+        srv.fail(srv.engine.crash, failure.exit_code if failure else 1)
+    _say("SIGTERM received. signum=15, frame=None. Draining requests and shutting down...")
+    srv.status = "Shutting down"
+    engine_task.cancel()
+    await runner.cleanup()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`glm5 sim ARGS` / `python -m pytest_glm5.sim ARGS`."""
+    logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+    srv = SimServer(list(sys.argv[1:] if argv is None else argv))
+    _set_parent_death_signal()
+    return asyncio.run(serve(srv))
+
+
+def _set_parent_death_signal() -> None:
+    """Die with the parent that launched us (Linux), like a server under a killed pytest should."""
+    if os.environ.get("GLM5_PDEATHSIG") != "1" or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)

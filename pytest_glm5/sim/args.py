@@ -1,0 +1,116 @@
+"""The emulator's command line: SGLang 0.5.23's real flag table plus `--sim-*` flags of its own.
+
+The table in sglang_flags.json was read from the release wheel by scripts/extract_sglang_flags.py, so
+the emulator accepts, abbreviates and rejects flags exactly as `sglang serve` does (argparse with
+allow_abbrev: `--tp` resolves to `--tp-size`, `--pp` is ambiguous, `--cuda-graph-max-bs` is gone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from functools import cache
+from importlib import resources
+from typing import Any
+
+log = logging.getLogger("sglang.sim")
+
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
+FAULT_KINDS = ("http500", "malformed-sse", "cut-stream")
+
+
+@cache
+def sglang_flag_table() -> dict[str, Any]:
+    """The flag table read from the SGLang wheel."""
+    text = resources.files("pytest_glm5.sim").joinpath("sglang_flags.json").read_text()
+    table: dict[str, Any] = json.loads(text)
+    return table
+
+
+class _Deprecated(argparse.Action):
+    """SGLang's DeprecatedStoreTrueAction: stores True and warns on stderr."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        log.warning("The command line argument '%s' is deprecated and will be removed in future versions.",
+                    option_string)
+        setattr(namespace, self.dest, self.const if self.const is not None else True)
+
+
+def _add_sglang_flags(parser: argparse.ArgumentParser) -> None:
+    for opt in sglang_flag_table()["options"]:
+        flags: list[str] = opt["flags"]
+        kind = opt["action"]
+        kw: dict[str, Any] = {"dest": opt["dest"], "default": opt["default"]}
+        if kind == "_StoreTrueAction":
+            parser.add_argument(*flags, action="store_true", **kw)
+        elif kind == "BooleanOptionalAction":
+            parser.add_argument(flags[0], action=argparse.BooleanOptionalAction, **kw)
+        elif kind == "DeprecatedStoreTrueAction":
+            parser.add_argument(*flags, action=_Deprecated, nargs=0, const=True, **kw)
+        else:
+            if opt["choices"] is not None:
+                kw["choices"] = opt["choices"]
+            if opt["type"] in _TYPES:
+                kw["type"] = _TYPES[opt["type"]]
+            if opt["nargs"] is not None:
+                kw["nargs"] = opt["nargs"]
+            parser.add_argument(*flags, **kw)
+
+
+def _fault(text: str) -> tuple[str, float]:
+    kind, _, rate = text.partition("=")
+    if kind not in FAULT_KINDS:
+        raise argparse.ArgumentTypeError(f"fault kind must be one of {', '.join(FAULT_KINDS)}, got {kind!r}")
+    try:
+        p = float(rate)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"fault rate must be a number in [0, 1], got {rate!r}") from None
+    if not 0.0 <= p <= 1.0:
+        raise argparse.ArgumentTypeError(f"fault rate must be in [0, 1], got {p}")
+    return kind, p
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """An argparse parser with SGLang's prog name and flags plus the sim's own."""
+    parser = argparse.ArgumentParser(
+        prog="sglang serve",
+        description="pytest-glm5's emulator of an SGLang 0.5.23 server (HTTP API, performance, failures).",
+    )
+    _add_sglang_flags(parser)
+    sim = parser.add_argument_group("emulator (not SGLang flags)")
+    sim.add_argument("--sim-profile", default="glm5-sm120",
+                     help="performance profile: a bundled name or a TOML file (default glm5-sm120)")
+    sim.add_argument("--sim-time-scale", type=_positive, default=1.0,
+                     help="every modelled duration times S; 0.1 runs ten times faster")
+    sim.add_argument("--sim-slowdown", type=_positive, default=1.0,
+                     help="decode speed times F (0.8 = a 20%% slower decode), to inject a regression")
+    sim.add_argument("--sim-seed", type=int, default=0, help="seed of the noise and of the faults")
+    sim.add_argument("--sim-noise", type=float, default=None, help="coefficient of variation of step times")
+    sim.add_argument("--sim-startup-s", type=float, default=None,
+                     help="model seconds to load weights (default from the profile)")
+    sim.add_argument("--sim-fault", type=_fault, action="append", default=[], metavar="KIND=P",
+                     help=f"inject a fault into a fraction P of requests; KIND in {', '.join(FAULT_KINDS)}")
+    return parser
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parse like `sglang serve`: exit code 2 and argparse's message on a bad flag."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.model_path:
+        parser.error("the following arguments are required: --model-path/--model")
+    return args
+
+
+def sglang_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The namespace without the emulator's own settings: what SGLang itself would have parsed."""
+    return {k: v for k, v in vars(args).items() if not k.startswith("sim_")}

@@ -1,0 +1,275 @@
+"""The emulator's scheduler: continuous batching over a performance model, in real or virtual time.
+
+`Scheduler` holds the state and decides each step (prefill chunks first, as SGLang does, then one
+decode step over every running request); `AsyncEngine` paces those steps on the event loop against
+a deadline clock, so that slow handlers coalesce tokens into bigger chunks instead of slowing the model.
+`simulate_closed_loop` runs the same scheduler in virtual time: that is how the profiles are calibrated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .profile import Model
+
+# Late steps within this many wall seconds are caught up by running the next ones back to back.
+CATCH_UP_S = 0.05
+
+
+@dataclass(eq=False)
+class SimRequest:
+    """One request inside the emulator."""
+
+    rid: str
+    prompt_len: int
+    max_new_tokens: int
+    stop_at: int
+    arrival: float = 0.0
+    prefilled: int = 0
+    generated: int = 0
+    finished: bool = False
+    aborted: bool = False
+    finish_reason: str = ""
+    first_token_at: float = 0.0
+    waiter: asyncio.Future[None] | None = field(default=None, repr=False)
+
+    @property
+    def kv_tokens(self) -> int:
+        """KV-cache tokens this request reserves while it runs."""
+        return self.prompt_len + self.max_new_tokens
+
+
+@dataclass
+class Step:
+    """One scheduled step: its kind, model duration and the requests it advances."""
+
+    kind: str
+    duration_s: float
+    batch: list[SimRequest]
+    chunk: list[tuple[SimRequest, int]] = field(default_factory=list)
+
+
+class Crash(Exception):
+    """The modelled server dies (the profile's failure rule fired)."""
+
+
+class Scheduler:
+    """SGLang-like continuous batching: FIFO admission under max-running and KV limits."""
+
+    def __init__(self, model: Model, seed: int = 0) -> None:
+        self.model = model
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.kv_used = 0
+        self.rng = random.Random(seed)
+        self._noise = 0.0
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.requests_total = 0
+        self.max_running_seen = 0
+
+    def submit(self, req: SimRequest) -> None:
+        """Queue a request."""
+        self.waiting.append(req)
+
+    def idle(self) -> bool:
+        """No request waits or runs."""
+        return not self.waiting and not self.running
+
+    def _admit(self) -> None:
+        m = self.model
+        while self.waiting and len(self.running) < m.max_running_requests:
+            req = self.waiting[0]
+            if req.aborted:
+                self.waiting.popleft()
+                continue
+            if self.kv_used + req.kv_tokens > m.kv_capacity_tokens and self.running:
+                break
+            self.waiting.popleft()
+            self.kv_used += req.kv_tokens
+            self.running.append(req)
+        self.max_running_seen = max(self.max_running_seen, len(self.running))
+
+    def noise_factor(self) -> float:
+        """AR(1) multiplicative noise on step times: drifts over a run, seeded."""
+        m = self.model
+        if m.noise_cv <= 0:
+            return 1.0
+        rho = m.noise_correlation
+        self._noise = rho * self._noise + math.sqrt(1 - rho * rho) * m.noise_cv * self.rng.gauss(0.0, 1.0)
+        return max(0.2, 1.0 + self._noise)
+
+    def next_step(self) -> Step | None:
+        """Decide the next step, or None when there is nothing to do."""
+        self.running = [r for r in self.running if not r.aborted or self._release(r)]
+        self._admit()
+        if not self.running:
+            return None
+        m = self.model
+        failure = m.failure
+        if failure and failure.phase == "load" and len(self.running) >= failure.running_at_least:
+            raise Crash(failure.kind)
+        pending = [r for r in self.running if r.prefilled < r.prompt_len]
+        if pending:
+            budget = m.max_prefill_tokens
+            chunk: list[tuple[SimRequest, int]] = []
+            for r in pending:
+                if budget <= 0:
+                    break
+                take = min(r.prompt_len - r.prefilled, budget)
+                chunk.append((r, take))
+                budget -= take
+            tokens = sum(n for _, n in chunk)
+            return Step("prefill", m.prefill_step_s(tokens) * self.noise_factor(), [r for r, _ in chunk], chunk)
+        batch = list(self.running)
+        duration = m.decode_step_s(len(batch)) * m.decode_steps * self.noise_factor()
+        return Step("decode", duration, batch)
+
+    def _release(self, req: SimRequest) -> bool:
+        self.kv_used -= req.kv_tokens
+        return False
+
+    def apply(self, step: Step, now: float) -> list[SimRequest]:
+        """Advance the requests of a finished step; return those that got new tokens."""
+        touched: list[SimRequest] = []
+        if step.kind == "prefill":
+            for r, n in step.chunk:
+                r.prefilled += n
+                self.prompt_tokens_total += n
+                if r.prefilled >= r.prompt_len and not r.aborted:
+                    r.first_token_at = now
+                    self._emit(r, 1)
+                    touched.append(r)
+        else:
+            for r in step.batch:
+                if r.aborted or r.finished:
+                    continue
+                self._emit(r, self.model.decode_steps)
+                touched.append(r)
+        for r in touched:
+            if r.finished:
+                self.running.remove(r)
+                self.kv_used -= r.kv_tokens
+                self.requests_total += 1
+        return touched
+
+    def _emit(self, r: SimRequest, n: int) -> None:
+        n = min(n, r.stop_at - r.generated)
+        r.generated += n
+        self.generation_tokens_total += n
+        if r.generated >= r.stop_at:
+            r.finished = True
+            r.finish_reason = "length" if r.stop_at >= r.max_new_tokens else "stop"
+
+    def stop_point(self, max_new_tokens: int, ignore_eos: bool) -> int:
+        """Where a request ends: max_new_tokens, or earlier at a seeded EOS when EOS is honoured."""
+        p = self.model.eos_per_token
+        if ignore_eos or p <= 0:
+            return max_new_tokens
+        u = self.rng.random()
+        at = int(math.log(max(u, 1e-12)) / math.log(1 - p)) + 1
+        return max(1, min(at, max_new_tokens))
+
+
+class AsyncEngine:
+    """Drives a Scheduler on the event loop, time-scaled, and reports when it falls behind its model."""
+
+    def __init__(self, scheduler: Scheduler, time_scale: float,
+                 on_step: Callable[[Step, float], None] | None = None) -> None:
+        self.s = scheduler
+        self.scale = time_scale
+        self.on_step = on_step
+        self._wake = asyncio.Event()
+        self.lag_s = 0.0
+        self.max_lag_s = 0.0
+        self.behind_s_total = 0.0
+        self.busy_s_total = 0.0
+        self.crash: str | None = None
+
+    def submit(self, req: SimRequest) -> None:
+        """Queue a request and wake the loop."""
+        req.arrival = time.perf_counter()
+        self.s.submit(req)
+        self._wake.set()
+
+    async def run(self) -> None:
+        """The step loop; returns only when the modelled server crashes (self.crash says why)."""
+        loop = asyncio.get_running_loop()
+        deadline = busy_since = loop.time()
+        while True:
+            try:
+                step = self.s.next_step()
+            except Crash as exc:
+                self.crash = str(exc)
+                return
+            if step is None:
+                self.busy_s_total += loop.time() - busy_since
+                self._wake.clear()
+                await self._wake.wait()
+                deadline = busy_since = loop.time()
+                continue
+            deadline += step.duration_s * self.scale
+            delay = deadline - loop.time()
+            self.lag_s = max(0.0, -delay)
+            self.max_lag_s = max(self.max_lag_s, self.lag_s)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            elif -delay > CATCH_UP_S:
+                # Too far behind the model to catch up: the time is lost; count it (on /metrics).
+                self.behind_s_total += -delay
+                deadline = loop.time()
+                await asyncio.sleep(0)
+            else:
+                await asyncio.sleep(0)
+            now = time.perf_counter()
+            for r in self.s.apply(step, now):
+                if r.waiter is not None and not r.waiter.done():
+                    r.waiter.set_result(None)
+            if self.on_step:
+                self.on_step(step, now)
+
+
+def simulate_closed_loop(model: Model, concurrency: int, num_requests: int, input_len: int,
+                         output_len: int, seed: int = 0) -> dict[str, float]:
+    """Virtual-time closed loop (what `glm5 bench` would measure at time scale 1, client cost zero)."""
+    sched = Scheduler(model, seed)
+    clock = 0.0
+    issued = 0
+    done = 0
+    output = 0
+
+    def issue() -> None:
+        nonlocal issued
+        req = SimRequest(rid=str(issued), prompt_len=input_len, max_new_tokens=output_len,
+                         stop_at=output_len, arrival=clock)
+        issued += 1
+        sched.submit(req)
+
+    for _ in range(min(concurrency, num_requests)):
+        issue()
+    ttfts: list[float] = []
+    while done < num_requests:
+        step = sched.next_step()
+        if step is None:
+            break
+        clock += step.duration_s
+        for r in sched.apply(step, clock):
+            if r.generated == 1 or (step.kind == "prefill"):
+                ttfts.append(clock - r.arrival)
+            if r.finished:
+                done += 1
+                output += r.generated
+                if issued < num_requests:
+                    issue()
+    return {
+        "duration": clock,
+        "output_throughput": output / clock,
+        "total_throughput": (output + done * input_len) / clock,
+        "mean_ttft_ms": 1000 * sum(ttfts) / max(1, len(ttfts)),
+    }

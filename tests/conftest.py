@@ -1,0 +1,32 @@
+"""Fixtures of the plugin's own tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simproc import Sim, start_sim
+
+
+@pytest.fixture
+def sim_factory(tmp_path: Path) -> Iterator[Callable[..., Sim]]:
+    """Start emulators on free ports; every one is killed at teardown, whatever the test did."""
+    started: list[Sim] = []
+
+    def start(*args: str, **kw: Any) -> Sim:
+        sim = start_sim(tmp_path, *args, **kw)
+        started.append(sim)
+        return sim
+
+    yield start
+    for sim in started:
+        sim.stop()
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., Sim]) -> Sim:
+    """One fast emulator (tiny profile), ready, with /metrics."""
+    return sim_factory("--enable-metrics")

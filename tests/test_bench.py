@@ -1,0 +1,82 @@
+"""The load generator against the emulator: exact counts, the concurrency limit, warmup, failures."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from pytest_glm5.loadgen import BenchError, Workload, run_workload
+
+from simproc import Sim, free_port
+
+
+def test_exact_tokens_limit_and_warmup(sim: Sim) -> None:
+    wl = Workload(concurrency=8, num_prompts=40, input_len=32, output_len=16, warmup=8)
+    r = run_workload(sim.url, wl)
+    assert r.metrics["completed"] == 40 and r.failed == 0
+    assert r.metrics["total_output_tokens"] == 40 * 16
+    assert r.metrics["total_input_tokens"] == 40 * 32
+    assert all(rec.output_len == 16 and rec.finish_reason == "length" for rec in r.records)
+    assert r.max_in_flight == 8
+    assert sim.metric("sglang:sim_max_in_flight_requests") == 8  # never above C as the server saw it
+    # 1 server warmup + 8 client warmups (excluded from the figures) + 40 measured requests.
+    assert sim.metric("sglang:num_requests_total") == 1 + 8 + 40
+    assert len(r.records) == 40
+    assert r.server_info["version"] == "0.5.23"
+    assert 0 < r.metrics["concurrency"] <= 8
+
+
+def test_openai_protocol_counts_usage(sim: Sim) -> None:
+    r = run_workload(sim.url, Workload(concurrency=4, num_prompts=12, input_len=16, output_len=9, protocol="openai"))
+    assert r.metrics["completed"] == 12 and r.metrics["total_output_tokens"] == 12 * 9
+    assert all(len(rec.itl) == 8 for rec in r.records)
+
+
+def test_stream_interval_coalesces_but_counts_stay_exact(sim_factory: Callable[..., Sim]) -> None:
+    s = sim_factory("--stream-interval", "4")
+    r = run_workload(s.url, Workload(concurrency=2, num_prompts=6, input_len=8, output_len=17))
+    assert r.metrics["total_output_tokens"] == 6 * 17
+    # bench_serving splits a chunk's gap evenly over its tokens: one ITL entry per token after the first.
+    assert all(len(rec.itl) == 16 for rec in r.records)
+
+
+@pytest.mark.parametrize(("fault", "message"), [
+    ("http500=0.4", "HTTP 500"),
+    ("cut-stream=0.4", "stream ended after"),
+    ("malformed-sse=0.4", "malformed SSE data"),
+])
+def test_failures_are_counted_not_raised(sim_factory: Callable[..., Sim], fault: str, message: str) -> None:
+    s = sim_factory("--sim-fault", fault, "--sim-seed", "3")
+    r = run_workload(s.url, Workload(concurrency=4, num_prompts=30, input_len=8, output_len=8, warmup=0))
+    assert 0 < r.failed < 30
+    assert r.metrics["completed"] + r.failed == 30
+    assert any(message in e for e in r.errors)
+    assert r.metrics["total_output_tokens"] == r.metrics["completed"] * 8
+
+
+def test_unreachable_url_fails_fast() -> None:
+    t = time.monotonic()
+    with pytest.raises(BenchError, match="cannot reach"):
+        run_workload(f"http://127.0.0.1:{free_port()}", Workload(concurrency=1, num_prompts=1))
+    assert time.monotonic() - t < 5.5
+
+
+def test_stop_check_aborts_the_run(sim_factory: Callable[..., Sim]) -> None:
+    s = sim_factory("--sim-startup-s", "1", profile="glm5-sm120", scale=0.05)
+    t = time.monotonic()
+    deadline = t + 0.5
+    r = run_workload(s.url, Workload(concurrency=2, num_prompts=50, warmup=0),
+                     stop_check=lambda: "server died" if time.monotonic() > deadline else None)
+    assert time.monotonic() - t < 3
+    assert r.aborted == "server died" and r.failed > 0
+
+
+def test_scaling_ratio_in_one_run(sim_factory: Callable[..., Sim]) -> None:
+    # Timings as a ratio within one run: the calibrated 1.86x from one to two streams.
+    s = sim_factory("--sim-noise", "0", "--sim-startup-s", "1", profile="glm5-sm120", scale=0.05)
+    one = run_workload(s.url, Workload(concurrency=1, num_prompts=3))
+    two = run_workload(s.url, Workload(concurrency=2, num_prompts=6))
+    ratio = two.metrics["output_throughput"] / one.metrics["output_throughput"]
+    assert ratio == pytest.approx(19.29 / 10.36, rel=0.12)

@@ -1,0 +1,59 @@
+"""`glm5 bench` and `glm5 sim` as a user runs them: tables, JSON, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from simproc import Sim, free_port
+
+
+def glm5(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest_glm5.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_bench_table_and_json(sim: Sim, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    p = glm5("bench", "--url", sim.url, "--concurrency", "1,4", "--num-prompts", "8", "--input-len", "16",
+             "--output-len", "8", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "out tok/s" in lines[0] and "TTFT p99 ms" in lines[0]
+    assert [ln.split()[0] for ln in lines[1:]] == ["1", "4"]
+    recs = json.loads(out.read_text())
+    assert [r["workload"]["concurrency"] for r in recs] == [1, 4]
+    assert recs[1]["metrics"]["total_output_tokens"] == 64
+    assert recs[0]["server_info"]["launch_command"].startswith("sglang serve")
+
+
+def test_bench_unreachable_is_one_line(tmp_path: Path) -> None:
+    t = time.monotonic()
+    p = glm5("bench", "--url", f"http://127.0.0.1:{free_port()}", "--concurrency", "1")
+    assert time.monotonic() - t < 8
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+    assert "glm5 bench: error: cannot reach" in p.stderr
+
+
+def test_bench_invalid_arguments() -> None:
+    p = glm5("bench", "--url", "http://x", "--concurrency", "0,2")
+    assert p.returncode == 2 and "expected positive integers" in p.stderr and "Traceback" not in p.stderr
+    p = glm5("bench", "--url", "http://127.0.0.1:1", "--input-len", "0")
+    assert p.returncode == 2 and "lengths must be >= 1" in p.stderr
+
+
+def test_bench_exit_1_when_requests_fail(sim_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    s = sim_factory("--sim-fault", "http500=0.5")
+    p = glm5("bench", "--url", s.url, "--concurrency", "2", "--num-prompts", "10", "--output-len", "4",
+             "--warmup", "0")
+    assert p.returncode == 1
+    assert "HTTP 500" in p.stderr
+
+
+def test_sim_subcommand_help() -> None:
+    p = glm5("sim", "--help")
+    assert p.returncode == 0 and "--sim-time-scale" in p.stdout and "--moe-runner-backend" in p.stdout
