@@ -30,3 +30,15 @@ def sim_factory(tmp_path: Path) -> Iterator[Callable[..., Sim]]:
 def sim(sim_factory: Callable[..., Sim]) -> Sim:
     """One fast emulator (tiny profile), ready, with /metrics."""
     return sim_factory("--enable-metrics")
+
+
+@pytest.fixture(autouse=True)
+def _kill_leftover_servers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A pytester test that failed half-way must not leave its emulators to the next test or run."""
+    path = request.getfixturevalue("pytester").path if "pytester" in request.fixturenames else None
+    yield
+    if path is not None:
+        from plugin_helpers import servers_of
+
+        for proc in servers_of(f"/models/{path.name}"):
+            proc.kill()

@@ -1,0 +1,107 @@
+"""Named server configs (suites/configs.toml): engine, model, flags, env, known issue; argv and fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CONFIG_KEYS = {"description", "engine", "model", "flags", "env", "known_issue", "known_issue_phase", "sim_profile",
+               "protocol"}
+DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase"}
+ENGINES = ("sglang", "sim", "llamacpp")
+PHASES = ("startup", "load")
+
+
+class ConfigError(Exception):
+    """A configs file that cannot be used; the message names the file, the table and the key."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One named server shape."""
+
+    name: str
+    engine: str = "sglang"
+    model: str | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+    known_issue: str | None = None
+    known_issue_phase: str = "startup"
+    sim_profile: str | None = None
+    protocol: str = "sglang"
+
+    def flag_argv(self) -> list[str]:
+        """The flags as command-line words: `{tp-size = 8, disable-cuda-graph = true}` -> --tp-size 8 ..."""
+        argv: list[str] = []
+        for key, value in self.flags.items():
+            flag = key if key.startswith("-") else f"--{key}"
+            if value is True:
+                argv.append(flag)
+            elif value is False or value is None:
+                continue
+            elif isinstance(value, list):
+                argv += [flag, *(str(v) for v in value)]
+            else:
+                argv += [flag, str(value)]
+        return argv
+
+    def fingerprint(self, engine_version: str, model: str, extra: dict[str, Any] | None = None) -> str:
+        """Identity for reuse: engine, its version, model, flags and env (12 hex digits)."""
+        ident = {"engine": self.engine, "version": engine_version, "model": model, "flags": self.flag_argv(),
+                 "env": dict(sorted(self.env.items())), **(extra or {})}
+        return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _check_table(where: str, table: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
+    types: dict[str, type | tuple[type, ...]] = {
+        "description": str, "engine": str, "model": str, "flags": dict, "env": dict, "known_issue": str,
+        "known_issue_phase": str, "sim_profile": str, "protocol": str}
+    for key, value in table.items():
+        if not isinstance(value, types[key]):
+            raise ConfigError(f"{where}: key {key!r} must be a {getattr(types[key], '__name__', types[key])}, "
+                              f"got {type(value).__name__} {value!r}")
+    if "engine" in table and table["engine"] not in ENGINES:
+        raise ConfigError(f"{where}: engine {table['engine']!r} is not one of {', '.join(ENGINES)}")
+    if "known_issue_phase" in table and table["known_issue_phase"] not in PHASES:
+        raise ConfigError(f"{where}: known_issue_phase must be one of {', '.join(PHASES)}")
+    for k, v in table.get("env", {}).items():
+        if not isinstance(v, str):
+            raise ConfigError(f"{where}: env {k!r} must be a string, got {v!r}")
+    for k, v in table.get("flags", {}).items():
+        if not isinstance(v, str | int | float | bool | list):
+            raise ConfigError(f"{where}: flag {k!r} has an unsupported value {v!r}")
+
+
+def load_configs(path: Path) -> dict[str, ServerConfig]:
+    """Read and validate a configs file; ConfigError names the file, line, table and key of a problem."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: configs file not found (set --glm5-configs or ini glm5_configs)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    unknown = sorted(set(data) - {"defaults", "config"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level key {unknown[0]!r}; expected [defaults] and [config.NAME]")
+    defaults = data.get("defaults", {})
+    _check_table(f"{path}: [defaults]", defaults, DEFAULT_KEYS)
+    out: dict[str, ServerConfig] = {}
+    for name, table in data.get("config", {}).items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: config.{name} must be a table")
+        _check_table(f"{path}: [config.{name}]", table, CONFIG_KEYS)
+        merged = {**defaults, **table}
+        merged["flags"] = {**defaults.get("flags", {}), **table.get("flags", {})}
+        merged["env"] = {**defaults.get("env", {}), **table.get("env", {})}
+        out[name] = ServerConfig(name=name, **merged)
+    if not out:
+        raise ConfigError(f"{path}: no [config.NAME] tables")
+    return out

@@ -1,0 +1,9 @@
+"""Engines: what differs per server program (argv, readiness, identity, preflight, fatal log lines)."""
+
+from __future__ import annotations
+
+from .base import Engine, EngineError
+from .sglang import SGLangEngine
+from .sim import SimEngine
+
+__all__ = ["Engine", "EngineError", "SGLangEngine", "SimEngine"]

@@ -1,0 +1,58 @@
+"""The engine interface the server pool and the load generator rely on."""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from typing import Any
+
+from ..configs import ServerConfig
+
+
+class EngineError(Exception):
+    """An engine that cannot be used as configured; the message names the cause and the fix."""
+
+
+class Engine(ABC):
+    """One kind of server program."""
+
+    name = "engine"
+    protocol = "sglang"
+    ready_paths: tuple[str, ...] = ("/ready", "/health_generate")
+    # (label, regex) pairs: log lines that explain a death. Data, so each engine keeps its own.
+    fatal_patterns: tuple[tuple[str, str], ...] = ()
+
+    @abstractmethod
+    def argv(self, cfg: ServerConfig, model: str, host: str, port: int) -> list[str]:
+        """The command that launches a server of this config."""
+
+    def env(self, cfg: ServerConfig) -> dict[str, str]:
+        """Extra environment for the server process."""
+        return dict(cfg.env)
+
+    @abstractmethod
+    def version(self) -> str:
+        """The engine's version (part of the reuse fingerprint); raises EngineError if not installed."""
+
+    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> str | None:
+        """Check the argv without loading a model; return the engine's own error message, or None."""
+        return None
+
+    def fingerprint_extra(self) -> dict[str, Any]:
+        """Settings outside the config that change what the server is (the emulator's time scale)."""
+        return {}
+
+    def fatal_lines(self, lines: list[str]) -> list[str]:
+        """The log lines that match this engine's fatal patterns, in order, each with its label."""
+        compiled = [(label, re.compile(rx)) for label, rx in self.fatal_patterns]
+        out = []
+        for line in lines:
+            for label, rx in compiled:
+                if rx.search(line):
+                    out.append(f"[{label}] {line.rstrip()}")
+                    break
+        return out
+
+    def compare(self, cfg: ServerConfig, model: str, info: dict[str, Any]) -> list[str]:
+        """Differences between a running server's /server_info and the config (empty when it matches)."""
+        return []

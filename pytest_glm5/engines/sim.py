@@ -1,0 +1,70 @@
+"""The emulator as a real subprocess, with the config's SGLang flags and the run's --sim-* settings."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from typing import Any
+
+from .. import __version__
+from ..configs import ServerConfig
+from ..sim.args import build_parser
+from .base import Engine
+from .sglang import FATAL_PATTERNS, compare_server_info
+
+
+class SimEngine(Engine):
+    """`python -m pytest_glm5.sim`: speaks, performs and fails like SGLang."""
+
+    name = "sim"
+    fatal_patterns = FATAL_PATTERNS
+
+    def __init__(self, profile: str | None = None, time_scale: float = 1.0, slowdown: float = 1.0,
+                 startup_s: float | None = None, seed: int = 0, extra: list[str] | None = None) -> None:
+        self.profile = profile
+        self.time_scale = time_scale
+        self.slowdown = slowdown
+        self.startup_s = startup_s
+        self.seed = seed
+        self.extra = list(extra or [])
+
+    def _sim_flags(self, cfg: ServerConfig) -> list[str]:
+        profile = self.profile or cfg.sim_profile or "glm5-sm120"
+        out = ["--sim-profile", profile, "--sim-time-scale", str(self.time_scale),
+               "--sim-slowdown", str(self.slowdown), "--sim-seed", str(self.seed)]
+        if self.startup_s is not None:
+            out += ["--sim-startup-s", str(self.startup_s)]
+        return out + self.extra
+
+    def argv(self, cfg: ServerConfig, model: str, host: str, port: int) -> list[str]:
+        """The emulator with the same flags SGLang would get."""
+        return [sys.executable, "-m", "pytest_glm5.sim", "--model-path", model, *cfg.flag_argv(),
+                "--host", host, "--port", str(port), *self._sim_flags(cfg)]
+
+    def env(self, cfg: ServerConfig) -> dict[str, str]:
+        """The config's env plus the switch that makes the emulator die with its parent."""
+        return {**cfg.env, "GLM5_PDEATHSIG": "1"}
+
+    def version(self) -> str:
+        """SGLang's version as emulated, and ours."""
+        return f"0.5.23-sim-{__version__}"
+
+    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> str | None:
+        """The emulator's parser is SGLang's flag table: the same messages, in-process."""
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                build_parser().parse_args(self.argv(cfg, model, host, port)[3:])
+        except SystemExit:
+            lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+            return lines[-1] if lines else "the emulator rejected the arguments"
+        return None
+
+    def fingerprint_extra(self) -> dict[str, Any]:
+        """What the emulator's own flags make of it."""
+        return {"sim": [self.profile, self.time_scale, self.slowdown, self.startup_s, self.seed, self.extra]}
+
+    def compare(self, cfg: ServerConfig, model: str, info: dict[str, Any]) -> list[str]:
+        """Same rules as SGLang: its /server_info has the same keys."""
+        return compare_server_info(cfg, model, info)

@@ -1,0 +1,50 @@
+"""Shared set-up for pytester sessions: a configs file on the fast emulator, and orphan checks."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+TINY_DEFAULTS = """
+[defaults]
+engine = "sim"
+sim_profile = "tiny"
+model = "{model}"
+"""
+
+
+def write_configs(pytester: pytest.Pytester, body: str) -> str:
+    """configs.toml in the pytester dir with sim/tiny defaults; returns the unique model path used."""
+    model = f"/models/{pytester.path.name}"
+    pytester.makefile(".toml", configs=TINY_DEFAULTS.format(model=model) + body)
+    pytester.makeini("[pytest]\nglm5_configs = configs.toml\n")
+    return model
+
+
+def servers_of(model: str) -> list[psutil.Process]:
+    """Live emulator processes launched with this model path (the test's own)."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "pytest_glm5.sim" in cmd and model in cmd:
+            out.append(p)
+    return out
+
+
+def assert_no_server_left(model: str, wait: float = 5.0) -> None:
+    """Every server this test launched is gone (within `wait` seconds)."""
+    deadline = time.monotonic() + wait
+    while servers_of(model) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert servers_of(model) == [], [p.info["cmdline"] for p in servers_of(model)]
+
+
+def report(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, Any]:
+    """The --glm5-report JSON written by the last run."""
+    data: dict[str, Any] = json.loads(Path(pytester.path / name).read_text())
+    return data

@@ -1,0 +1,70 @@
+"""Engine argv, preflight and identity, without launching anything."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from plugin_helpers import write_configs
+
+from pytest_glm5.configs import ServerConfig
+from pytest_glm5.engines import SGLangEngine, SimEngine
+from pytest_glm5.engines.base import EngineError
+from pytest_glm5.engines.sglang import compare_server_info
+
+CFG = ServerConfig(name="tp8", flags={"tp-size": 8, "disable-cuda-graph": True, "enable-mscclpp": False,
+                                      "moe-runner-backend": "flashinfer_cutlass"})
+
+
+def test_flag_argv_spelling() -> None:
+    assert CFG.flag_argv() == ["--tp-size", "8", "--disable-cuda-graph", "--moe-runner-backend", "flashinfer_cutlass"]
+
+
+def test_sglang_argv_falls_back_to_launch_server_module() -> None:
+    argv = SGLangEngine(python="/opt/other/python").argv(CFG, "/models/GLM-5", "127.0.0.1", 30001)
+    assert argv[:3] == ["/opt/other/python", "-m", "sglang.launch_server"]
+    assert argv[3:5] == ["--model-path", "/models/GLM-5"] and argv[-4:] == ["--host", "127.0.0.1", "--port", "30001"]
+
+
+def test_sglang_not_importable_names_the_python_and_the_fix() -> None:
+    fix = r"SGLang is not importable in .*python.*; install it .* or run with --glm5-sim"
+    with pytest.raises(EngineError, match=fix):
+        SGLangEngine(python=sys.executable).version()
+
+
+def test_fingerprint_changes_with_flags_env_model_and_engine_settings() -> None:
+    base = CFG.fingerprint("0.5.23", "/m")
+    assert base == CFG.fingerprint("0.5.23", "/m")
+    assert base != ServerConfig(name="tp8", flags={**CFG.flags, "tp-size": 4}).fingerprint("0.5.23", "/m")
+    assert base != ServerConfig(name="tp8", flags=CFG.flags, env={"X": "1"}).fingerprint("0.5.23", "/m")
+    assert base != CFG.fingerprint("0.5.24", "/m") != CFG.fingerprint("0.5.23", "/other")
+    a = SimEngine(time_scale=0.1).fingerprint_extra()
+    assert a != SimEngine(time_scale=0.2).fingerprint_extra()
+
+
+def test_sim_preflight_gives_sglangs_message() -> None:
+    bad = ServerConfig(name="x", flags={"cuda-graph-max-bs": 8})
+    msg = SimEngine().preflight(bad, "/m", "127.0.0.1", 1)
+    assert msg is not None and "ambiguous option: --cuda-graph-max-bs could match" in msg
+    assert SimEngine().preflight(CFG, "/m", "127.0.0.1", 1) is None
+
+
+def test_compare_server_info_uses_sglang_dests() -> None:
+    info = {"model_path": "/m", "tp_size": 8, "disable_cuda_graph": True, "moe_runner_backend": "flashinfer_cutlass"}
+    assert compare_server_info(CFG, "/m", info) == []
+    diffs = compare_server_info(CFG, "/n", {**info, "tp_size": 4, "disable_cuda_graph": False})
+    assert diffs == ["model_path: server '/m', config '/n'", "--tp-size: server 4, config 8",
+                     "--disable-cuda-graph: server False, config True"]
+
+
+def test_sglang_config_without_sglang_fails_with_the_fix(pytester: pytest.Pytester) -> None:
+    write_configs(pytester, '[config.real]\nengine = "sglang"\nflags = { tp-size = 8 }\n')
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.server_config("real")
+def test_x(sglang_server): pass
+""")
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*SGLang is not importable in *; install it (pip install sglang==0.5.23) or run "
+                                 "with --glm5-sim*"])
