@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CONFIG_KEYS = {"description", "engine", "model", "flags", "env", "known_issue", "known_issue_phase", "sim_profile",
-               "protocol"}
-DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase"}
+CONFIG_KEYS = {"description", "engine", "model", "flags", "env", "known_issue", "known_issue_phase",
+               "known_issue_concurrency", "sim_profile", "protocol", "sweep"}
+DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase", "known_issue_concurrency"}
 ENGINES = ("sglang", "sim", "llamacpp")
 PHASES = ("startup", "load")
 
@@ -32,8 +32,10 @@ class ServerConfig:
     description: str = ""
     known_issue: str | None = None
     known_issue_phase: str = "startup"
+    known_issue_concurrency: int = 0
     sim_profile: str | None = None
     protocol: str = "sglang"
+    sweep: list[int] | None = None
 
     def flag_argv(self) -> list[str]:
         """The flags as command-line words: `{tp-size = 8, disable-cuda-graph = true}` -> --tp-size 8 ..."""
@@ -63,7 +65,8 @@ def _check_table(where: str, table: dict[str, Any], allowed: set[str]) -> None:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
     types: dict[str, type | tuple[type, ...]] = {
         "description": str, "engine": str, "model": str, "flags": dict, "env": dict, "known_issue": str,
-        "known_issue_phase": str, "sim_profile": str, "protocol": str}
+        "known_issue_phase": str, "known_issue_concurrency": int, "sim_profile": str, "protocol": str,
+        "sweep": list}
     for key, value in table.items():
         if not isinstance(value, types[key]):
             raise ConfigError(f"{where}: key {key!r} must be a {getattr(types[key], '__name__', types[key])}, "
@@ -72,6 +75,8 @@ def _check_table(where: str, table: dict[str, Any], allowed: set[str]) -> None:
         raise ConfigError(f"{where}: engine {table['engine']!r} is not one of {', '.join(ENGINES)}")
     if "known_issue_phase" in table and table["known_issue_phase"] not in PHASES:
         raise ConfigError(f"{where}: known_issue_phase must be one of {', '.join(PHASES)}")
+    if "sweep" in table and not all(isinstance(c, int) and c > 0 for c in table["sweep"]):
+        raise ConfigError(f"{where}: sweep must be a list of positive concurrencies, got {table['sweep']!r}")
     for k, v in table.get("env", {}).items():
         if not isinstance(v, str):
             raise ConfigError(f"{where}: env {k!r} must be a string, got {v!r}")

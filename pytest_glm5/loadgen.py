@@ -8,6 +8,7 @@ figure from `python -m sglang.bench_serving --max-concurrency C --request-rate i
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import random
 import time
@@ -80,6 +81,7 @@ class BenchResult:
     max_in_flight: int
     started_at: float
     aborted: str | None = None
+    in_flight_at_abort: int = 0
 
     @property
     def failed(self) -> int:
@@ -224,6 +226,7 @@ class LoadRunner:
         self._in_flight = 0
         self.max_in_flight = 0
         self.aborted: str | None = None
+        self.in_flight_at_abort = 0
 
     async def preflight(self, session: aiohttp.ClientSession, workload: Workload) -> None:
         """Reach the server within 5 s and learn its model id, or raise BenchError."""
@@ -325,6 +328,7 @@ class LoadRunner:
             reason = self.stop_check()
             if reason:
                 self.aborted = reason
+                self.in_flight_at_abort = self._in_flight
                 for w in workers:
                     w.cancel()
                 return
@@ -339,7 +343,7 @@ class LoadRunner:
                 warm = await self._phase(
                     session, workload, make_prompts(workload, workload.warmup, salt=1), min(workload.output_len, 32)
                 )
-                if warm and not any(r.success for r in warm):
+                if warm and not self.aborted and not any(r.success for r in warm):
                     raise BenchError(f"every warmup request failed: {first_errors(warm, 1)[0]}")
                 if workload.flush_cache and workload.protocol == "sglang":
                     await self._flush(session)
@@ -347,7 +351,7 @@ class LoadRunner:
             prompts = make_prompts(workload, workload.num_prompts)
             started_at = time.time()
             t0 = time.perf_counter()
-            records = await self._phase(session, workload, prompts, workload.output_len)
+            records = [] if self.aborted else await self._phase(session, workload, prompts, workload.output_len)
             duration = time.perf_counter() - t0
             metrics = compute_metrics(records, duration, t0)
             metrics["failed"] = float(workload.num_prompts - metrics["completed"])
@@ -361,6 +365,7 @@ class LoadRunner:
                 max_in_flight=self.max_in_flight,
                 started_at=started_at,
                 aborted=self.aborted,
+                in_flight_at_abort=self.in_flight_at_abort,
             )
 
     def _clip_vocab(self, workload: Workload) -> None:
@@ -378,4 +383,12 @@ class LoadRunner:
 
 def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | None] | None = None) -> BenchResult:
     """Run one Workload against url from synchronous code (the CLI and the pytest plugin)."""
-    return asyncio.run(LoadRunner(url, stop_check).run(workload))
+    # A full collection of thousands of live streams pauses the client for tens of ms mid-run: collect
+    # once before, then only the young generations while measuring.
+    gc.collect()
+    threshold = gc.get_threshold()
+    gc.set_threshold(threshold[0], threshold[1], 1_000_000)
+    try:
+        return asyncio.run(LoadRunner(url, stop_check).run(workload))
+    finally:
+        gc.set_threshold(*threshold)

@@ -10,19 +10,36 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
+from .baselines import Change
 from .configs import ConfigError, ServerConfig, load_configs
 from .engines import Engine, SGLangEngine, SimEngine
 from .loadgen import BenchError, BenchResult, Workload, run_workload
-from .server import ConfigMismatch, PoolSettings, ServerError, ServerHandle, ServerPool, stop_recorded
+from .perf import GateError, PerfGate, args_hash, git_commit, hardware_for
+from .report import json_report, summary_lines, verdict_table
+from .server import (
+    ConfigMismatch,
+    PoolSettings,
+    ServerError,
+    ServerHandle,
+    ServerPool,
+    crash_report,
+    stop_recorded,
+)
+from .telemetry import Gpu, describe, hardware_key, inventory
 
 MARKER = "server_config"
+T = TypeVar("T")
 SIM_DEFAULT_MODEL = "/models/GLM-5-NVFP4"
+GATED_MARKERS = {"sm120": "12.0"}
 configs_key = pytest.StashKey[dict[str, ServerConfig]]()
 pool_key = pytest.StashKey[ServerPool]()
+gate_key = pytest.StashKey[PerfGate]()
+changes_key = pytest.StashKey[tuple[list[Change], list[str]]]()
+gpus_key = pytest.StashKey[list[Gpu] | None]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,6 +69,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--glm5-strict", action="store_true",
                 help="fail (not skip) when an external server's args differ from the config")
     g.addoption("--glm5-report", default=None, help="write a JSON report of servers and results here")
+    g.addoption("--glm5-relaunch-after-crash", action="store_true",
+                help="relaunch a crashed server once instead of failing the config's remaining tests")
+    g.addoption("--update-baselines", nargs="?", const="new", default=None, choices=("new", "all"),
+                help="record measured medians: new metrics and improvements; =all also lowers regressed bounds")
+    both("glm5-baselines", "baselines directory (default baselines/ under the rootdir)")
+    g.addoption("--glm5-hardware", default=None,
+                help="hardware key of the baselines (needed with a remote --sglang-url), e.g. "
+                     "8x-rtx-pro-6000-blackwell-sm120")
+    g.addoption("--glm5-strict-baselines", action="store_true",
+                help="fail metrics that have no baseline yet (for CI gates)")
+    both("glm5-repeats", "repeat each scenario N times (default: the suite's per-scenario value)", type=int)
 
 
 def _opt(config: pytest.Config, name: str, default: Any = None) -> Any:
@@ -68,6 +96,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}(name): run this test against a live server of the named config from the configs file "
         "(launched once per session, or reused when its fingerprint matches).")
+    for marker, cc in GATED_MARKERS.items():
+        config.addinivalue_line(
+            "markers", f"{marker}: needs compute capability {cc} GPUs (NVML); runs anyway with --glm5-sim or "
+                       "--sglang-url")
     if hasattr(signal, "SIGTERM") and _main_thread():
         previous = signal.getsignal(signal.SIGTERM)
 
@@ -105,6 +137,16 @@ def _configs_path(config: pytest.Config) -> Path:
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
+def server_configs(config: pytest.Config) -> dict[str, ServerConfig]:
+    """The run's configs file, loaded once (for suites that parametrise over every config)."""
+    if configs_key not in config.stash:
+        try:
+            config.stash[configs_key] = load_configs(_configs_path(config))
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return config.stash[configs_key]
+
+
 def _marker_name(item: pytest.Item) -> str | None:
     mark = item.get_closest_marker(MARKER)
     if mark is None:
@@ -114,22 +156,51 @@ def _marker_name(item: pytest.Item) -> str | None:
     return str(mark.args[0])
 
 
+def _hits_known_issue(item: pytest.Item, cfg: ServerConfig) -> bool:
+    if not cfg.known_issue:
+        return False
+    if cfg.known_issue_phase == "startup" or not cfg.known_issue_concurrency:
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    conc = params.get("concurrency")
+    return isinstance(conc, int) and conc >= cfg.known_issue_concurrency
+
+
+def _gate_hardware(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("glm5_sim") or config.getoption("sglang_url"):
+        return
+    for marker, cc in GATED_MARKERS.items():
+        gated = [item for item in items if item.get_closest_marker(marker)]
+        if not gated:
+            continue
+        gpus = _gpus(config)
+        if gpus and any(g.compute_capability == cc for g in gpus):
+            continue
+        reason = (f"{marker}: needs compute capability {cc} GPUs; found {describe(gpus)}. Rehearse on the "
+                  f"emulator with --glm5-sim, or use a running server with --sglang-url URL")
+        for item in gated:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def _gpus(config: pytest.Config) -> list[Gpu] | None:
+    if gpus_key not in config.stash:
+        config.stash[gpus_key] = inventory()
+    return config.stash[gpus_key]
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check config names, mark known issues strict-xfail, and group each config's tests together."""
+    """Gate on hardware, check config names, mark known issues strict-xfail, group each config's tests."""
+    _gate_hardware(config, items)
     named = [(item, _marker_name(item)) for item in items]
     if not any(name for _, name in named):
         return
     path = _configs_path(config)
-    try:
-        configs = load_configs(path)
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    config.stash[configs_key] = configs
+    configs = server_configs(config)
     for item, name in named:
         if name is not None and name not in configs:
             raise pytest.UsageError(f"{item.nodeid}: unknown server config {name!r}; known configs in {path}: "
                                     f"{', '.join(configs)}")
-        if name is not None and configs[name].known_issue:
+        if name is not None and _hits_known_issue(item, configs[name]):
             item.add_marker(pytest.mark.xfail(reason=f"known issue of {name}: {configs[name].known_issue}",
                                               strict=True, raises=None))
     plain = [item for item, name in named if name is None]
@@ -210,6 +281,7 @@ def glm5_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         keep=keep,
         external_url=config.getoption("sglang_url"),
         strict=bool(config.getoption("glm5_strict")),
+        relaunch_after_crash=bool(config.getoption("glm5_relaunch_after_crash")),
     )
     pool = ServerPool(settings, _engine_factory(config), cache=config.cache, progress=progress)
     config.stash[pool_key] = pool
@@ -250,34 +322,164 @@ def bench(sglang_server: ServerHandle) -> Callable[..., BenchResult]:
     """`bench(concurrency=1, num_prompts=None, input_len=128, output_len=128, ...)` against this test's server."""
 
     def run(concurrency: int = 1, num_prompts: int | None = None, **kw: Any) -> BenchResult:
-        kw.setdefault("protocol", sglang_server.config.protocol)
-        kw.setdefault("warmup", concurrency)
-        wl = Workload(concurrency=concurrency, num_prompts=num_prompts or max(8, 4 * concurrency), **kw)
-        try:
-            return run_workload(sglang_server.url, wl)
-        except BenchError as exc:
-            pytest.fail(f"{sglang_server.config.name}: {exc}", pytrace=False)
+        return _bench(sglang_server, concurrency, num_prompts, **kw)
 
     return run
 
 
+def _bench(server: ServerHandle, concurrency: int, num_prompts: int | None, **kw: Any) -> BenchResult:
+    kw.setdefault("protocol", server.config.protocol)
+    kw.setdefault("warmup", concurrency)
+    wl = Workload(concurrency=concurrency, num_prompts=num_prompts or max(8, 4 * concurrency), **kw)
+    t0 = time.monotonic()
+
+    def died() -> str | None:
+        code = server.exit_code()
+        return None if code is None else f"server exited ({code})"
+
+    problem = None
+    try:
+        result = run_workload(server.url, wl, stop_check=died)
+    except BenchError as exc:
+        problem = f"{server.config.name}: {exc}"
+    if problem is None and result.aborted:
+        code = server.exit_code()
+        problem = crash_report(server, code if code is not None else -9, time.monotonic() - t0,
+                               int(result.metrics["completed"]), result.in_flight_at_abort, concurrency)
+    if problem is not None:
+        code = server.exit_code()
+        if code is not None and "died during the load run" not in problem:
+            problem = crash_report(server, code, time.monotonic() - t0, 0, 0, concurrency) + "\n" + problem
+        pytest.fail(problem, pytrace=False)
+    return result
+
+
+class Perf:
+    """The `perf` fixture: run scenarios against this test's server and hold them against baselines."""
+
+    def __init__(self, request: pytest.FixtureRequest, server: ServerHandle, pool: ServerPool, gate: PerfGate) -> None:
+        self.request = request
+        self.server = server
+        self.pool = pool
+        self.gate = gate
+        self.config = server.config.name
+        self._where: tuple[str, dict[str, Any]] | None = None
+
+    def run(self, scenario: str, concurrency: int, num_prompts: int | None = None, repeats: int | None = None,
+            **kw: Any) -> list[BenchResult]:
+        """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value)."""
+        n = _opt(self.request.config, "glm5-repeats") or repeats or 1
+        results = [_bench(self.server, concurrency, num_prompts, **kw) for _ in range(int(n))]
+        self.gate.results[(self.config, scenario)] = results
+        return results
+
+    def results_of(self, scenario: str) -> list[BenchResult]:
+        """Results of a scenario measured earlier in this run for this config (empty if none)."""
+        return list(self.gate.results.get((self.config, scenario), []))
+
+    def _context(self) -> tuple[str, str, dict[str, Any]]:
+        info = self.server.server_info()
+        hw = _or_fail(lambda: hardware_for(info, self.request.config.getoption("glm5_hardware"),
+                                           _nvml_key(self.request.config)))
+        model = self.pool.model_for(self.server.config)
+        gpus = _gpus(self.request.config) if not info.get("sim") else None
+        provenance = {
+            "commit": git_commit(Path(self.request.config.rootpath)),
+            "engine": f"{self.server.engine.name} {info.get('version', '?')}",
+            "server_args": args_hash(info),
+            "driver": gpus[0].driver if gpus else "",
+            "hardware": hw,
+        }
+        return hw, model, provenance
+
+    def check(self, results: BenchResult | list[BenchResult], scenario: str,
+              metrics: list[str] | None = None) -> None:
+        """Hold each metric's median against its floor or ceiling; fail with one line per regression."""
+        rs = results if isinstance(results, list) else [results]
+        hw, model, prov = self._context()
+        checked = _or_fail(lambda: self.gate.check(self.config, scenario, rs, metrics, hw, model, prov))
+        if checked.failures:
+            pytest.fail("\n".join(checked.failures), pytrace=False)
+
+    def check_value(self, scenario: str, metric: str, samples: list[float]) -> None:
+        """Hold a derived metric (e.g. scaling_2x) against its bound."""
+        hw, model, prov = self._context()
+        checked = _or_fail(lambda: self.gate.check_values(self.config, scenario, metric, samples, hw, model, prov))
+        if checked.failures:
+            pytest.fail("\n".join(checked.failures), pytrace=False)
+
+
+def _or_fail(call: Callable[[], T]) -> T:
+    """call(), or fail the test with the GateError's message alone (no traceback, no exception chain)."""
+    problem = None
+    try:
+        return call()
+    except GateError as exc:
+        problem = str(exc)
+    pytest.fail(problem, pytrace=False)
+
+
+def _nvml_key(config: pytest.Config) -> str | None:
+    gpus = _gpus(config)
+    return hardware_key(gpus) if gpus else None
+
+
+def _baselines_root(config: pytest.Config) -> Path:
+    given = _opt(config, "glm5-baselines")
+    if given is None:
+        return Path(config.rootpath) / "baselines"
+    path = Path(given)
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+@pytest.fixture(scope="session")
+def glm5_gate(request: pytest.FixtureRequest) -> PerfGate:
+    """The run's perf gate: verdicts and baselines stores."""
+    gate = PerfGate(_baselines_root(request.config), strict=bool(request.config.getoption("glm5_strict_baselines")))
+    request.config.stash[gate_key] = gate
+    return gate
+
+
+@pytest.fixture
+def perf(request: pytest.FixtureRequest, sglang_server: ServerHandle, glm5_pool: ServerPool,
+         glm5_gate: PerfGate) -> Perf:
+    """`perf.run(scenario, concurrency, ...)` then `perf.check(results, scenario, metrics)`."""
+    return Perf(request, sglang_server, glm5_pool, glm5_gate)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop servers (also after Ctrl-C) and write the JSON report."""
-    pool = session.config.stash.get(pool_key, None)
-    if pool is None:
-        return
-    pool.close()
-    path = session.config.getoption("glm5_report")
+    config = session.config
+    pool = config.stash.get(pool_key, None)
+    if pool is not None:
+        pool.close()
+    gate = config.stash.get(gate_key, None)
+    mode = config.getoption("update_baselines")
+    changes: tuple[list[Change], list[str]] = ([], [])
+    if gate is not None and mode:
+        changes = gate.update(mode)
+    config.stash[changes_key] = changes
+    path = config.getoption("glm5_report")
     if path:
-        Path(path).write_text(json.dumps({"servers": pool.report()}, indent=2))
+        doc = json_report(pool.report() if pool else {}, gate.verdicts if gate else [], changes[0])
+        Path(path).write_text(json.dumps(doc, indent=2, default=str))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """What the pool did: launches, reuses and why, failures."""
     pool = config.stash.get(pool_key, None)
-    if pool is None or not pool.events:
+    if pool is not None and pool.events:
+        terminalreporter.section("glm5 servers")
+        for ev in pool.events:
+            terminalreporter.write_line(f"{ev.config}: {ev.message}")
+    gate = config.stash.get(gate_key, None)
+    changes, errors = config.stash.get(changes_key, ([], []))
+    problems = dict(pool.failures) if pool is not None else {}
+    if gate is None or not (gate.verdicts or problems or errors):
         return
-    terminalreporter.section("glm5 servers")
-    for ev in pool.events:
-        terminalreporter.write_line(f"{ev.config}: {ev.message}")
+    terminalreporter.section("glm5 performance")
+    for line in verdict_table(gate.verdicts):
+        terminalreporter.write_line(line)
+    for line in summary_lines(gate.verdicts, changes, config.getoption("update_baselines"), problems, errors):
+        terminalreporter.write_line(line, red=line.startswith(("regressions", "cannot")))
     sys.stdout.flush()

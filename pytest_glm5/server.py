@@ -286,6 +286,7 @@ class PoolSettings:
     keep: bool = False
     external_url: str | None = None
     strict: bool = False
+    relaunch_after_crash: bool = False
 
 
 @dataclass
@@ -310,6 +311,7 @@ class ServerPool:
     failures: dict[str, str] = field(default_factory=dict)
     kept: dict[str, dict[str, Any]] = field(default_factory=dict)
     relaunch_why: dict[str, str] = field(default_factory=dict)
+    relaunched: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.cache is not None:
@@ -329,11 +331,20 @@ class ServerPool:
     def get(self, config: ServerConfig) -> ServerHandle:
         """The live server for this config: the current one, a reused one, or a new launch."""
         if config.name in self.failures:
-            raise ServerError(f"server for {config.name} failed earlier: {self.failures[config.name]}")
+            raise ServerError(self.failures[config.name])
         if self.current is not None and self.current.config.name == config.name:
-            if self.current.exit_code() is None:
+            code = self.current.exit_code()
+            if code is None:
                 return self.current
-            self._say(config.name, "server died; launching again")
+            reason = crash_reason(self.current, code)
+            self.current.record.crash = reason
+            self.release_current()
+            if not self.settings.relaunch_after_crash or config.name in self.relaunched:
+                self.failures[config.name] = f"server for {config.name} crashed earlier: {reason}"
+                self._say(config.name, f"crashed: {reason}")
+                raise ServerError(self.failures[config.name])
+            self.relaunched.add(config.name)
+            self._say(config.name, f"crashed ({reason}); relaunching once (--glm5-relaunch-after-crash)")
         self.release_current()
         engine = self.engine_for(config)
         if self.settings.external_url:
@@ -355,7 +366,7 @@ class ServerPool:
             handle = launch(config, engine, model, self.settings.log_dir, startup_timeout=self.settings.startup_timeout,
                             keep=self.settings.keep, progress=self.progress, fingerprint=fp)
         except ServerError as exc:
-            raise self._fail(config, str(exc)) from None
+            raise self._fail(config, str(exc), engine) from None
         handle.record.why = self.relaunch_why.pop(config.name, "")
         self._say(config.name, f"launched pid {handle.pid} on port {handle.record.port} in "
                                f"{handle.record.startup_s:.1f} s, log {handle.record.log_path}")
@@ -363,10 +374,14 @@ class ServerPool:
         self.current = handle
         return handle
 
-    def _fail(self, config: ServerConfig, message: str) -> ServerError:
+    def _fail(self, config: ServerConfig, message: str, engine: Engine | None = None) -> ServerError:
         lines = message.splitlines()
-        # Later tests of this config get the cause in one line and where the whole story is.
-        self.failures[config.name] = lines[0] + (f" ({lines[-1]})" if len(lines) > 1 else "")
+        # Later tests of this config get the cause in one line: what, the log lines that say why, where.
+        head = lines[0].split("; last ")[0]
+        picked = engine.fatal_lines(lines[1:])[-3:] if engine else []
+        where = f"; {lines[-1]}" if len(lines) > 1 and lines[-1].startswith("full log:") else ""
+        self.failures[config.name] = (f"server for {config.name} failed earlier: {head}"
+                                      + "".join(f"; {p}" for p in picked) + where)
         rec = self.records.setdefault(config.name, ServerRecord(config.name, "", 0, None, "", "", ""))
         rec.how = "failed"
         rec.why = message.splitlines()[0]
@@ -467,6 +482,36 @@ def _flag_values(before: list[str], now: list[str]) -> list[tuple[str, str, str]
 
     a, b = pairs(before), pairs(now)
     return [(k, a[k], b[k]) for k in a if k in b and a[k] != b[k]]
+
+
+def crash_reason(handle: ServerHandle, code: int, max_lines: int = 8) -> str:
+    """How a server died: exit status, the log lines its engine's patterns pick, and the full log's path."""
+    log = handle.log_path
+    lines = tail(log, 400) if log else []
+    picked = handle.engine.fatal_lines(lines)[-max_lines:]
+    text = describe_exit(code)
+    if picked:
+        text += "; " + " | ".join(picked)
+    return text + (f"; full log: {log}" if log else "")
+
+
+def crash_report(handle: ServerHandle, code: int, elapsed_s: float, completed: int, in_flight: int,
+                 concurrency: int) -> str:
+    """The failure of a load run whose server died: when, what was in flight, why (log lines), where the log is."""
+    log = handle.log_path
+    lines = tail(log, 400) if log else []
+    picked = handle.engine.fatal_lines(lines)[-12:]
+    out = [f"server for {handle.config.name} died during the load run: {describe_exit(code)}, {elapsed_s:.1f} s "
+           f"into the run at concurrency {concurrency}; {completed} requests completed, {in_flight} in flight"]
+    if picked:
+        out.append("log lines that matter:")
+        out += [f"  {line}" for line in picked]
+    else:
+        out.append("last log lines:")
+        out += [f"  {line}" for line in lines[-10:]]
+    if log:
+        out.append(f"full log: {log}")
+    return "\n".join(out)
 
 
 class ConfigMismatch(ServerError):

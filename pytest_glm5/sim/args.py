@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-noise", type=float, default=None, help="coefficient of variation of step times")
     sim.add_argument("--sim-startup-s", type=float, default=None,
                      help="model seconds to load weights (default from the profile)")
+    sim.add_argument("--sim-max-chunk-rate", type=_positive, default=8000.0,
+                     help="most stream chunks a second the emulator sends in all; past it, chunks carry more "
+                          "tokens (token counts, TTFT and TPOT stay exact; ITL coarsens)")
     sim.add_argument("--sim-fault", type=_fault, action="append", default=[], metavar="KIND=P",
                      help=f"inject a fault into a fraction P of requests; KIND in {', '.join(FAULT_KINDS)}")
     return parser

@@ -1,0 +1,330 @@
+"""Baselines files (round-trip TOML) and verdicts: floors for throughput, ceilings for latency.
+
+A file is `baselines/<hardware>/<model>.toml`, keyed config -> scenario -> metric:
+
+    [defaults]
+    tolerance = 0.05
+
+    [tp8.single-stream.output_throughput]
+    floor = 10.36
+    source = "campaign log"
+
+Updates keep comments, order and formatting (tomlkit), are written atomically (temp file + rename)
+under a file lock, and re-read the file first so that concurrent writers do not lose entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from filelock import FileLock
+from tomlkit.exceptions import TOMLKitError
+from tomlkit.items import Table
+
+from .metrics import higher_is_better, known_metric_names
+
+DEFAULT_TOLERANCE = 0.05
+ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
+    "floor": (int, float),
+    "ceiling": (int, float),
+    "tolerance": (int, float),
+    "measured": (int, float),
+    "spread": dict,
+    "updated": (str, dt.date),
+    "source": str,
+    "method": str,
+    "note": str,
+    "provenance": dict,
+}
+DEFAULTS_KEYS = {"tolerance", "latency_slack_ms", "note", "source", "method"}
+_KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class BaselineError(Exception):
+    """A baselines file that cannot be used; names the file, the table and the key."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One metric's recorded bound."""
+
+    metric: str
+    kind: str  # "floor" or "ceiling"
+    value: float
+    tolerance: float
+    measured: float | None = None
+    source: str = ""
+    slack: float = 0.0  # absolute allowance for ceilings, in the metric's unit (ms)
+
+
+@dataclass
+class Verdict:
+    """How one measured value stands against its bound."""
+
+    config: str
+    scenario: str
+    metric: str
+    measured: float
+    bound: Bound | None
+    verdict: str  # pass / regression / improvement / new
+    spread: dict[str, Any] = field(default_factory=dict)
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def delta(self) -> float | None:
+        """Relative distance from the bound (+ is better for floors and for ceilings)."""
+        if self.bound is None or not self.bound.value:
+            return None
+        d = (self.measured - self.bound.value) / self.bound.value
+        return d if self.bound.kind == "floor" else -d
+
+    def line(self) -> str:
+        """`tp8 single-stream output_throughput 8.90 tok/s < floor 10.36 tok/s (-14.1%, tolerance 5%)`."""
+        unit = unit_of(self.metric)
+        head = f"{self.config} {self.scenario} {self.metric} {fmt(self.measured)}{unit}"
+        if self.bound is None:
+            return f"{head} (new: no baseline yet)"
+        b = self.bound
+        sign = "<" if self.measured < b.value else (">" if self.measured > b.value else "=")
+        raw = (self.measured - b.value) / b.value * 100 if b.value else 0.0
+        slack = f" or {b.slack:g}{unit}" if b.slack else ""
+        return (f"{head} {sign} {b.kind} {fmt(b.value)}{unit} ({raw:+.1f}%, "
+                f"tolerance {b.tolerance * 100:g}%{slack})")
+
+
+def unit_of(metric: str) -> str:
+    """The unit shown after a value."""
+    if metric.endswith("_ms"):
+        return " ms"
+    if metric == "request_throughput":
+        return " req/s"
+    if metric.startswith("scaling"):
+        return "x"
+    if "throughput" in metric or metric == "max_output_tokens_per_s":
+        return " tok/s"
+    return ""
+
+
+def fmt(value: float) -> str:
+    """Three significant decimals for small numbers, two for the rest."""
+    return f"{value:.3f}" if abs(value) < 10 else f"{value:.2f}"
+
+
+def judge(config: str, scenario: str, metric: str, samples: list[float], bound: Bound | None,
+          spread: dict[str, Any]) -> Verdict:
+    """Median against the bound: regression past tolerance, improvement past tolerance the other way."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    if bound is None:
+        return Verdict(config, scenario, metric, median, None, "new", spread, samples)
+    lo = min(bound.value * (1 - bound.tolerance), bound.value - bound.slack)
+    hi = max(bound.value * (1 + bound.tolerance), bound.value + bound.slack)
+    if bound.kind == "floor":
+        verdict = "regression" if median < lo else ("improvement" if median > hi else "pass")
+    else:
+        verdict = "regression" if median > hi else ("improvement" if median < lo else "pass")
+    return Verdict(config, scenario, metric, median, bound, verdict, spread, samples)
+
+
+def _validate(path: Path, doc: dict[str, Any]) -> None:
+    known = known_metric_names()
+    defaults = doc.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise BaselineError(f"{path}: [defaults] must be a table")
+    for key, value in defaults.items():
+        if key not in DEFAULTS_KEYS:
+            raise BaselineError(f"{path}: [defaults]: unknown key {key!r}; allowed: {', '.join(sorted(DEFAULTS_KEYS))}")
+        if key == "tolerance":
+            _check_tolerance(path, "[defaults]", value)
+        if key == "latency_slack_ms" and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0):
+            raise BaselineError(f"{path}: [defaults]: latency_slack_ms must be a number >= 0, got {value!r}")
+    for config, scenarios in doc.items():
+        if config == "defaults":
+            continue
+        if not isinstance(scenarios, dict):
+            raise BaselineError(f"{path}: {config!r} must be a table of scenarios, got {type(scenarios).__name__}")
+        for scenario, metrics in scenarios.items():
+            where = f"[{config}.{scenario}]"
+            if not isinstance(metrics, dict):
+                raise BaselineError(f"{path}: {where} must be a table of metrics")
+            for metric, entry in metrics.items():
+                where = f"[{config}.{scenario}.{metric}]"
+                if metric not in known:
+                    raise BaselineError(f"{path}: {where}: {metric!r} is not a known metric name "
+                                        "(see pytest_glm5/metrics.py)")
+                if not isinstance(entry, dict):
+                    raise BaselineError(f"{path}: {where} must be a table with floor or ceiling")
+                for key, value in entry.items():
+                    if key not in ENTRY_KEYS:
+                        raise BaselineError(f"{path}: {where}: unknown key {key!r}; allowed: "
+                                            f"{', '.join(ENTRY_KEYS)}")
+                    want = ENTRY_KEYS[key]
+                    if not isinstance(value, want) or isinstance(value, bool):
+                        raise BaselineError(f"{path}: {where}: {key} must be "
+                                            f"{'a number' if want == (int, float) else getattr(want, '__name__', want)}"
+                                            f", got {value!r}")
+                if "tolerance" in entry:
+                    _check_tolerance(path, where, entry["tolerance"])
+                kinds = [k for k in ("floor", "ceiling") if k in entry]
+                if len(kinds) != 1:
+                    raise BaselineError(f"{path}: {where}: needs exactly one of floor or ceiling")
+                expected = "floor" if higher_is_better(metric) else "ceiling"
+                if kinds[0] != expected:
+                    raise BaselineError(f"{path}: {where}: {metric} is {'higher' if expected == 'floor' else 'lower'}"
+                                        f" is better, so it takes a {expected}, not a {kinds[0]}")
+
+
+def _check_tolerance(path: Path, where: str, value: Any) -> None:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
+        raise BaselineError(f"{path}: {where}: tolerance must be a fraction in [0, 1), got {value!r}")
+
+
+class BaselineStore:
+    """One baselines file: read, validated, looked up; updated in place."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.doc = self._read()
+
+    def _read(self) -> tomlkit.TOMLDocument:
+        if not self.path.exists():
+            return tomlkit.document()
+        try:
+            doc = tomlkit.parse(self.path.read_text())
+        except TOMLKitError as exc:
+            raise BaselineError(f"{self.path}: invalid TOML: {exc}") from None
+        except OSError as exc:
+            raise BaselineError(f"{self.path}: cannot read: {exc.strerror}") from None
+        _validate(self.path, doc.unwrap())
+        return doc
+
+    def default_tolerance(self) -> float:
+        """The file's default tolerance."""
+        return float(self.doc.get("defaults", {}).get("tolerance", DEFAULT_TOLERANCE))
+
+    def bound(self, config: str, scenario: str, metric: str) -> Bound | None:
+        """The recorded floor or ceiling, or None for a new metric."""
+        entry = self.doc.get(config, {}).get(scenario, {}).get(metric)
+        if entry is None:
+            return None
+        kind = "floor" if "floor" in entry else "ceiling"
+        slack = float(self.doc.get("defaults", {}).get("latency_slack_ms", 0.0)) if kind == "ceiling" else 0.0
+        return Bound(metric, kind, float(entry[kind]), float(entry.get("tolerance", self.default_tolerance())),
+                     float(entry["measured"]) if "measured" in entry else None, str(entry.get("source", "")),
+                     slack)
+
+    def metrics_of(self, config: str, scenario: str) -> list[str]:
+        """The metrics the file holds for this config and scenario."""
+        return list(self.doc.get(config, {}).get(scenario, {}).keys())
+
+
+@dataclass
+class Change:
+    """One entry written by --update-baselines."""
+
+    config: str
+    scenario: str
+    metric: str
+    old: float | None
+    new: float
+    why: str
+
+    def line(self) -> str:
+        """`tp8 single-stream output_throughput: 10.36 -> 11.02 (improvement)`."""
+        before = "new" if self.old is None else fmt(self.old)
+        return f"{self.config} {self.scenario} {self.metric}: {before} -> {fmt(self.new)} ({self.why})"
+
+
+def noise_tolerance(spread: dict[str, Any], default: float) -> float | None:
+    """A tolerance for a new entry whose repeats spread wider than the default allows (3 x CV, at most 0.5)."""
+    cv = float(spread.get("cv", 0.0))
+    if int(spread.get("n", 1)) < 2 or 3 * cv <= default:
+        return None
+    return min(0.5, round(3 * cv, 2))
+
+
+def select_updates(verdicts: Iterable[Verdict], mode: str) -> list[Verdict]:
+    """Which verdicts --update-baselines writes: new and improvements; with mode 'all' regressions too."""
+    wanted = {"new", "improvement"} | ({"regression", "pass"} if mode == "all" else set())
+    return [v for v in verdicts if v.verdict in wanted]
+
+
+def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any], today: str | None = None,
+                  lock_timeout: float = 60.0) -> list[Change]:
+    """Record measured medians as the new bounds: re-read under a lock, edit in place, replace atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    changes: list[Change] = []
+    with FileLock(str(path) + ".lock", timeout=lock_timeout):
+        store = BaselineStore(path)
+        doc = store.doc
+        for v in verdicts:
+            table = _ensure(doc, v.config, v.scenario)
+            kind = "floor" if higher_is_better(v.metric) else "ceiling"
+            old = table.get(v.metric)
+            entry: Any = old if old is not None else tomlkit.table()
+            before = float(entry[kind]) if kind in entry else None
+            value = round(v.measured, 4)
+            entry[kind] = value
+            entry["measured"] = value
+            if v.spread:
+                entry["spread"] = _inline({k: (round(x, 4) if isinstance(x, float) else x)
+                                           for k, x in v.spread.items()})
+                noisy = noise_tolerance(v.spread, store.default_tolerance())
+                if old is None and noisy is not None:
+                    entry["tolerance"] = noisy
+            entry["updated"] = today or dt.date.today().isoformat()
+            entry["provenance"] = _inline(provenance)
+            if old is None:
+                table[v.metric] = entry
+            changes.append(Change(v.config, v.scenario, v.metric, before, value, v.verdict))
+        _atomic_write(path, tomlkit.dumps(doc))
+    return changes
+
+
+def _inline(values: dict[str, Any]) -> Any:
+    table = tomlkit.inline_table()
+    table.update(values)
+    return table
+
+
+def _ensure(doc: tomlkit.TOMLDocument, config: str, scenario: str) -> Table:
+    if config not in doc:
+        doc[config] = tomlkit.table(is_super_table=True)
+    ctab = doc[config]
+    if scenario not in ctab:
+        ctab[scenario] = tomlkit.table(is_super_table=True)
+    result: Table = ctab[scenario]
+    return result
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def baseline_path(root: Path, hardware: str, model: str) -> Path:
+    """`<root>/<hardware>/<model>.toml` with path-safe names."""
+    safe_model = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(model.rstrip("/")).name or model).strip("-")
+    return root / hardware / f"{safe_model}.toml"

@@ -1,0 +1,73 @@
+"""What people read: the terminal table of verdicts, the lists after it, and the JSON report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .baselines import Change, Verdict, fmt, unit_of
+
+MARKS = {"pass": "ok", "regression": "REGRESSION", "improvement": "improved", "new": "new"}
+
+
+def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
+    """config, scenario, metric, measured, floor/ceiling, delta %, verdict, spread: aligned columns."""
+    head = ["config", "scenario", "metric", "measured", "bound", "delta", "verdict", "spread (min..max, cv, n)"]
+    rows = []
+    for v in verdicts:
+        unit = unit_of(v.metric).strip()
+        bound = "-" if v.bound is None else f"{v.bound.kind} {fmt(v.bound.value)}"
+        delta = "-" if v.delta is None else f"{v.delta * 100:+.1f}%"
+        sp = v.spread
+        spread = (f"{fmt(sp['min'])}..{fmt(sp['max'])}, {sp['cv'] * 100:.1f}%, {sp['n']}"
+                  if sp.get("n", 0) > 1 else "-")
+        rows.append([v.config, v.scenario, v.metric, f"{fmt(v.measured)} {unit}".strip(), bound, delta,
+                     MARKS[v.verdict], spread])
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=True)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return out
+
+
+def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update_mode: str | None,
+                  server_problems: dict[str, str], update_errors: Sequence[str]) -> list[str]:
+    """Regressions, improvements (with the hint), new metrics, crashed or skipped configs, baseline changes."""
+    out: list[str] = []
+    regs = [v for v in verdicts if v.verdict == "regression"]
+    imps = [v for v in verdicts if v.verdict == "improvement"]
+    new = [v for v in verdicts if v.verdict == "new"]
+    if regs:
+        out.append(f"regressions ({len(regs)}):")
+        out += [f"  {v.line()}" for v in regs]
+    if imps:
+        out.append(f"improvements ({len(imps)}):")
+        out += [f"  {v.line()}" for v in imps]
+        if not update_mode:
+            out.append("  record them with: pytest ... --update-baselines (then review `git diff baselines/`)")
+    if new:
+        out.append(f"new metrics without a baseline ({len(new)}):")
+        out += [f"  {v.line()}" for v in new]
+        if not update_mode:
+            out.append("  record them with: pytest ... --update-baselines")
+    if server_problems:
+        out.append("configs that crashed or could not run:")
+        out += [f"  {name}: {why}" for name, why in server_problems.items()]
+    if changes:
+        out.append(f"baselines updated ({len(changes)}):")
+        out += [f"  {c.line()}" for c in changes]
+    out += update_errors
+    return out
+
+
+def json_report(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: Sequence[Change]) -> dict[str, Any]:
+    """The --glm5-report document."""
+    return {
+        "servers": servers,
+        "verdicts": [
+            {"config": v.config, "scenario": v.scenario, "metric": v.metric, "measured": v.measured,
+             "verdict": v.verdict, "bound": None if v.bound is None else
+             {"kind": v.bound.kind, "value": v.bound.value, "tolerance": v.bound.tolerance},
+             "delta": v.delta, "spread": v.spread, "samples": v.samples}
+            for v in verdicts],
+        "baseline_changes": [c.__dict__ for c in changes],
+    }

@@ -1,0 +1,46 @@
+"""GLM-5-NVFP4 on 8x RTX PRO 6000 Blackwell (SM120): floors, scaling and the concurrency sweep.
+
+Method lessons of the campaign, encoded: closed loop (at most C requests in flight), warmup excluded,
+fixed 128/128 lengths, enough requests per point to fill the concurrency twice or more.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+pytestmark = pytest.mark.sm120
+
+INPUT_LEN = 128
+OUTPUT_LEN = 128
+SWEEP = [10, 256, 512, 1024]
+
+
+def test_single_stream(glm5_config: str, perf) -> None:  # type: ignore[no-untyped-def]
+    """Concurrency 1, closed loop: the 10 tok/s class floor and a p99 TTFT ceiling."""
+    results = perf.run("single-stream", concurrency=1, num_prompts=4, repeats=3, warmup=1,
+                       input_len=INPUT_LEN, output_len=OUTPUT_LEN)
+    perf.check(results, "single-stream", ["output_throughput", "p99_ttft_ms"])
+
+
+def test_dual_stream(glm5_config: str, perf) -> None:  # type: ignore[no-untyped-def]
+    """Concurrency 2: its floor, and scaling_2x = dual / single (the campaign saw 1.86x)."""
+    dual = perf.run("dual-stream", concurrency=2, num_prompts=8, repeats=3, warmup=2,
+                    input_len=INPUT_LEN, output_len=OUTPUT_LEN)
+    perf.check(dual, "dual-stream", ["output_throughput"])
+    single = perf.results_of("single-stream") or perf.run(
+        "single-stream", concurrency=1, num_prompts=4, warmup=1, input_len=INPUT_LEN, output_len=OUTPUT_LEN)
+    base = statistics.median(r.metrics["output_throughput"] for r in single)
+    perf.check_value("dual-stream", "scaling_2x", [r.metrics["output_throughput"] / base for r in dual])
+
+
+def test_sweep(glm5_config: str, perf, concurrency: int) -> None:  # type: ignore[no-untyped-def]
+    """The sweep (concurrency from the config's `sweep`, else SWEEP) shows regime changes a single point hides:
+    the EP8 crash appeared only at 256."""
+    scenario = f"sweep-c{concurrency}"
+    # Fill the concurrency four times at small C, twice at large C (each wave is a full batch).
+    prompts = 4 * concurrency if concurrency < 256 else 2 * concurrency
+    results = perf.run(scenario, concurrency=concurrency, num_prompts=prompts, warmup=min(concurrency, 32),
+                       input_len=INPUT_LEN, output_len=OUTPUT_LEN)
+    perf.check(results, scenario, ["output_throughput", "total_throughput"])

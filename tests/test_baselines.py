@@ -1,0 +1,128 @@
+"""Baselines files: validation, verdicts, round-trip updates, atomic and concurrent writes."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from pytest_glm5.baselines import BaselineError, BaselineStore, Bound, Verdict, judge, write_updates
+
+
+def store(tmp_path: Path, text: str) -> BaselineStore:
+    p = tmp_path / "b.toml"
+    p.write_text(text)
+    return BaselineStore(p)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[tp8.s.output_throughput]\nfloor = 1\nfloar = 2\n", "[tp8.s.output_throughput]: unknown key 'floar'"),
+    ("[tp8.s.output_throughput]\nfloor = \"ten\"\n", "[tp8.s.output_throughput]: floor must be a number"),
+    ("[tp8.s.output_throughput]\nfloor = 1\ntolerance = -0.1\n", "tolerance must be a fraction in [0, 1)"),
+    ("[tp8.s.output_throughput]\nfloor = 1\ntolerance = 1.0\n", "tolerance must be a fraction in [0, 1)"),
+    ("[defaults]\ntolerance = 2\n", "[defaults]: tolerance must be a fraction"),
+    ("[defaults]\ntolerence = 0.1\n", "[defaults]: unknown key 'tolerence'"),
+    ("[tp8.s.output_tput]\nfloor = 1\n", "'output_tput' is not a known metric name"),
+    ("[tp8.s.p99_ttft_ms]\nfloor = 1\n", "p99_ttft_ms is lower is better, so it takes a ceiling, not a floor"),
+    ("[tp8.s.output_throughput]\nmeasured = 1\n", "needs exactly one of floor or ceiling"),
+    ("[tp8.s.output_throughput\nfloor = 1\n", "invalid TOML"),
+    ("tp8 = 3\n", "'tp8' must be a table of scenarios"),
+])
+def test_validation_names_file_table_and_key(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(BaselineError) as exc:
+        store(tmp_path, text)
+    assert str(tmp_path / "b.toml") in str(exc.value)
+    assert message in str(exc.value)
+
+
+def test_verdicts_floor_and_ceiling() -> None:
+    floor = Bound("output_throughput", "floor", 10.36, 0.05)
+    assert judge("tp8", "single-stream", "output_throughput", [8.9], floor, {}).verdict == "regression"
+    assert judge("tp8", "single-stream", "output_throughput", [10.0], floor, {}).verdict == "pass"
+    assert judge("tp8", "single-stream", "output_throughput", [11.0], floor, {}).verdict == "improvement"
+    ceil = Bound("p99_ttft_ms", "ceiling", 100.0, 0.1)
+    assert judge("tp8", "s", "p99_ttft_ms", [111.0], ceil, {}).verdict == "regression"
+    assert judge("tp8", "s", "p99_ttft_ms", [85.0], ceil, {}).verdict == "improvement"
+    slack = Bound("p99_ttft_ms", "ceiling", 2.0, 0.1, slack=10.0)
+    assert judge("tp8", "s", "p99_ttft_ms", [11.5], slack, {}).verdict == "pass"
+    assert judge("tp8", "s", "p99_ttft_ms", [12.5], slack, {}).verdict == "regression"
+    assert judge("tp8", "s", "output_throughput", [5.0], None, {}).verdict == "new"
+
+
+def test_regression_line_reads_at_a_glance() -> None:
+    v = judge("tp8", "single-stream", "output_throughput", [8.9], Bound("output_throughput", "floor", 10.36, 0.05), {})
+    assert v.line() == "tp8 single-stream output_throughput 8.900 tok/s < floor 10.36 tok/s (-14.1%, tolerance 5%)"
+
+
+def test_median_of_repeats_decides_not_the_minimum() -> None:
+    floor = Bound("output_throughput", "floor", 100.0, 0.05)
+    v = judge("c", "s", "output_throughput", [50.0, 100.0, 101.0], floor, {})
+    assert v.measured == 100.0 and v.verdict == "pass"
+    assert judge("c", "s", "output_throughput", [50.0, 60.0, 101.0], floor, {}).verdict == "regression"
+
+
+COMMENTED = """# Baselines for a test box.
+[defaults]
+tolerance = 0.05  # five percent
+
+# the reference config
+[tp8.single-stream.output_throughput]
+floor = 10.0  # from the campaign
+source = "campaign"
+
+[tp8.dual-stream.output_throughput]
+floor = 19.0
+"""
+
+
+def verdict(metric: str, value: float, kind: str, scenario: str = "single-stream") -> Verdict:
+    return Verdict("tp8", scenario, metric, value, None, kind, {"min": value, "max": value, "cv": 0.0, "n": 1})
+
+
+def test_update_keeps_comments_and_order(tmp_path: Path) -> None:
+    p = tmp_path / "b.toml"
+    p.write_text(COMMENTED)
+    changes = write_updates(p, [verdict("output_throughput", 11.5, "improvement"),
+                                verdict("p99_ttft_ms", 250.0, "new")], {"commit": "abc"}, today="2026-12-02")
+    text = p.read_text()
+    for comment in ("# Baselines for a test box.", "tolerance = 0.05  # five percent", "# the reference config",
+                    'source = "campaign"'):
+        assert comment in text
+    assert "floor = 11.5" in text and "# from the campaign" in text
+    assert text.index("single-stream.output_throughput") < text.index("dual-stream.output_throughput")
+    s = BaselineStore(p)
+    assert s.bound("tp8", "single-stream", "p99_ttft_ms") == Bound("p99_ttft_ms", "ceiling", 250.0, 0.05, 250.0)
+    assert [c.line() for c in changes] == [
+        "tp8 single-stream output_throughput: 10.00 -> 11.50 (improvement)",
+        "tp8 single-stream p99_ttft_ms: new -> 250.00 (new)"]
+
+
+def test_noisy_new_entry_gets_a_wider_tolerance(tmp_path: Path) -> None:
+    p = tmp_path / "b.toml"
+    spreads = {"s1": 0.12, "s2": 0.4, "s3": 0.01}
+    write_updates(p, [Verdict("c", s, "p99_ttft_ms", 3.0, None, "new", {"min": 2.0, "max": 4.0, "cv": cv, "n": 3})
+                      for s, cv in spreads.items()], {})
+    tolerances = {s: BaselineStore(p).bound("c", s, "p99_ttft_ms").tolerance for s in spreads}  # type: ignore[union-attr]
+    assert tolerances == {"s1": 0.36, "s2": 0.5, "s3": 0.05}  # 3 x CV, capped at 0.5; never below the default
+
+
+def _writer(path: str, worker: int, n: int) -> None:
+    for i in range(n):
+        write_updates(Path(path), [Verdict(f"w{worker}", f"s{i}", "output_throughput", float(i + 1), None, "new",
+                                           {})], {"worker": worker})
+
+
+def test_concurrent_writers_both_land(tmp_path: Path) -> None:
+    p = tmp_path / "b.toml"
+    p.write_text("# shared\n")
+    procs = [multiprocessing.get_context("fork").Process(target=_writer, args=(str(p), w, 15)) for w in (1, 2)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+    s = BaselineStore(p)
+    for w in (1, 2):
+        for i in range(15):
+            assert s.bound(f"w{w}", f"s{i}", "output_throughput") is not None, (w, i)
+    assert p.read_text().startswith("# shared")

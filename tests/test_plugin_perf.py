@@ -1,0 +1,191 @@
+"""The perf gate through real pytest sessions on the emulator: verdicts, repeats, updates, gating, isolation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from plugin_helpers import write_configs
+
+PERF_TEST = """
+import pytest
+
+@pytest.mark.server_config("t")
+def test_point(perf):
+    results = perf.run("c2", concurrency=2, num_prompts=8, input_len=8, output_len=16, warmup=2)
+    perf.check(results, "c2", ["output_throughput", "p99_ttft_ms"])
+"""
+
+
+def setup(pytester: pytest.Pytester, defaults: str = "[defaults]\ntolerance = 0.5\nlatency_slack_ms = 50\n") -> Path:
+    """A tiny-emulator config `t` and its (emulator) baselines file; returns that file's path."""
+    model = write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(PERF_TEST)
+    path = pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text("# kept comment\n" + defaults)
+    return path
+
+
+def test_new_then_update_then_pass(pytester: pytest.Pytester) -> None:
+    path = setup(pytester)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*glm5 performance*", "t * c2 * output_throughput * new*",
+                                 "new metrics without a baseline (2):",
+                                 "*record them with: pytest ... --update-baselines"])
+    result = pytester.runpytest("--update-baselines")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["baselines updated (2):", "  t c2 output_throughput: new -> * (new)"])
+    text = path.read_text()
+    assert text.startswith("# kept comment") and "[t.c2.output_throughput]" in text and "floor = " in text
+    assert "[t.c2.p99_ttft_ms]" in text and "ceiling = " in text and 'hardware = "sim-tiny-x1"' in text
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["t * c2 * output_throughput * floor * ok*"])
+
+
+def test_strict_baselines_fail_new_metrics(pytester: pytest.Pytester) -> None:
+    setup(pytester)
+    result = pytester.runpytest("--glm5-strict-baselines")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*t c2 output_throughput * (new: no baseline yet); --glm5-strict-baselines needs "
+                                 "an entry in *sim-tiny-x1*"])
+
+
+def test_regression_fails_with_one_line(pytester: pytest.Pytester) -> None:
+    path = setup(pytester)
+    path.write_text(path.read_text() + "\n[t.c2.output_throughput]\nfloor = 1e9\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*t c2 output_throughput * tok/s < floor 1000000000.00 tok/s (-*%, tolerance 50%)",
+                                 "regressions (1):"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_slowdown_is_caught_and_update_all_acknowledges_it(pytester: pytest.Pytester) -> None:
+    path = setup(pytester, "[defaults]\ntolerance = 0.3\n")
+    pytester.runpytest("--update-baselines").assert_outcomes(passed=1)
+    floor_before = _floor(path)
+    result = pytester.runpytest("--glm5-sim-slowdown", "0.25")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*t c2 output_throughput * < floor *"])
+    # Default update writes only new and improved entries: the regression stays recorded as it was.
+    pytester.runpytest("--glm5-sim-slowdown", "0.25", "--update-baselines")
+    assert _floor(path) == floor_before
+    result = pytester.runpytest("--glm5-sim-slowdown", "0.25", "--update-baselines=all")
+    result.stdout.fnmatch_lines(["  t c2 output_throughput: * -> * (regression)"])
+    assert _floor(path) < 0.6 * floor_before
+
+
+def test_improvement_passes_and_hints_update(pytester: pytest.Pytester) -> None:
+    path = setup(pytester, "[defaults]\ntolerance = 0.2\n")
+    path.write_text(path.read_text() + "\n[t.c2.output_throughput]\nfloor = 1.0\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["improvements (1):", "  t c2 output_throughput * > floor 1.000 tok/s (+*%, *",
+                                 "  record them with: pytest ... --update-baselines*"])
+    pytester.runpytest("--update-baselines").assert_outcomes(passed=1)
+    assert _floor(path) > 100
+
+
+def _floor(path: Path) -> float:
+    import tomllib
+
+    return float(tomllib.loads(path.read_text())["t"]["c2"]["output_throughput"]["floor"])
+
+
+def test_repeats_report_median_and_spread(pytester: pytest.Pytester) -> None:
+    setup(pytester)
+    result = pytester.runpytest("--glm5-repeats", "3", "--glm5-report", "r.json")
+    result.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    v = next(v for v in doc["verdicts"] if v["metric"] == "output_throughput")
+    assert len(v["samples"]) == 3 and v["measured"] == sorted(v["samples"])[1]
+    assert v["spread"]["n"] == 3 and v["spread"]["min"] <= v["measured"] <= v["spread"]["max"]
+    assert doc["servers"]["t"]["how"] == "launched"
+
+
+def test_malformed_baselines_name_the_file(pytester: pytest.Pytester) -> None:
+    path = setup(pytester)
+    path.write_text("[t.c2.output_throughput]\nfloor = 1\ntolerance = -0.2\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*{path}: ?t.c2.output_throughput?: tolerance must be a fraction in ?0, 1), "
+                                 "got -0.2"])
+    assert "During handling" not in result.stdout.str()
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_emulator_never_touches_real_hardware_baselines(pytester: pytest.Pytester) -> None:
+    setup(pytester)
+    real = pytester.path / "baselines" / "8x-rtx-pro-6000-blackwell-sm120"
+    real.mkdir()
+    (real / "x.toml").write_text("[t.c2.output_throughput]\nfloor = 1e9\n")
+    before = (real / "x.toml").read_text()
+    result = pytester.runpytest("--glm5-hardware", "8x-rtx-pro-6000-blackwell-sm120")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*--glm5-hardware 8x-rtx-pro-6000-blackwell-sm120 given for an emulator run; "
+                                 "emulator baselines are keyed sim-tiny-x1*"])
+    pytester.runpytest("--update-baselines").assert_outcomes(passed=1)
+    assert (real / "x.toml").read_text() == before
+    # Another time scale is another key: nothing recorded at x1 is compared at x0.5.
+    result = pytester.runpytest("--glm5-sim", "--glm5-sim-time-scale", "0.5", "--glm5-sim-profile", "tiny")
+    result.stdout.fnmatch_lines(["*new metrics without a baseline (2):*"])
+
+
+FAKE_NVML = """
+GPUS = {gpus}
+def nvmlInit(): pass
+def nvmlSystemGetDriverVersion(): return "580.82"
+def nvmlDeviceGetCount(): return len(GPUS)
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetName(h): return GPUS[h][0]
+def nvmlDeviceGetCudaComputeCapability(h): return GPUS[h][1]
+class _Mem:
+    total = 96 * 2**30
+def nvmlDeviceGetMemoryInfo(h): return _Mem()
+def nvmlDeviceGetCurrPcieLinkGeneration(h): return 5
+def nvmlDeviceGetCurrPcieLinkWidth(h): return 16
+"""
+
+GATED = """
+import pytest
+pytestmark = pytest.mark.sm120
+def test_gated(): pass
+"""
+
+
+@pytest.mark.parametrize(("gpus", "outcome", "found"), [
+    (None, "skipped", "no NVML (nvidia-ml-py or the driver is missing)"),
+    ([("NVIDIA H200", (9, 0))], "skipped", "1x NVIDIA H200 (compute capability 9.0)"),
+    ([("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0))] * 8, "passed", ""),
+])
+def test_sm120_gating_by_nvml(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                              gpus: list[tuple[str, tuple[int, int]]] | None, outcome: str, found: str) -> None:
+    if gpus is None:
+        monkeypatch.setenv("GLM5_NVML_MODULE", "no_such_nvml_module")
+    else:
+        pytester.makepyfile(fake_nvml=FAKE_NVML.format(gpus=gpus))
+        pytester.syspathinsert()
+        monkeypatch.setenv("GLM5_NVML_MODULE", "fake_nvml")
+    pytester.makepyfile(test_gated=GATED)
+    result = pytester.runpytest("-rs", "test_gated.py")
+    result.assert_outcomes(**{outcome: 1})
+    if found:
+        result.stdout.fnmatch_lines([f"*sm120: needs compute capability 12.0 GPUs; found {found}. Rehearse on the "
+                                     "emulator with --glm5-sim, or use a running server with --sglang-url URL*"])
+    assert pytester.runpytest("--glm5-sim", "test_gated.py").ret == 0  # the rehearsal always runs
+
+
+def test_hardware_key_from_fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pytest_glm5 import telemetry
+
+    (tmp_path / "fake_nvml2.py").write_text(FAKE_NVML.format(
+        gpus=[("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0))] * 8))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("GLM5_NVML_MODULE", "fake_nvml2")
+    gpus = telemetry.inventory()
+    assert gpus is not None and telemetry.hardware_key(gpus) == "8x-rtx-pro-6000-blackwell-sm120"
+    assert gpus[0].pcie_gen == 5 and gpus[0].driver == "580.82" and gpus[0].memory_gb == 96.0
