@@ -45,6 +45,7 @@ class Workload:
     token_high: int = 1000
     flush_cache: bool = True
     request_timeout_s: float = 600.0
+    stall_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -82,6 +83,7 @@ class BenchResult:
     started_at: float
     aborted: str | None = None
     in_flight_at_abort: int = 0
+    stalled: bool = False
 
     @property
     def failed(self) -> int:
@@ -227,6 +229,9 @@ class LoadRunner:
         self.max_in_flight = 0
         self.aborted: str | None = None
         self.in_flight_at_abort = 0
+        self.stalled = False
+        self.last_progress = time.perf_counter()
+        self.stall_timeout_s: float | None = None
 
     async def preflight(self, session: aiohttp.ClientSession, workload: Workload) -> None:
         """Reach the server within 5 s and learn its model id, or raise BenchError."""
@@ -282,6 +287,7 @@ class LoadRunner:
                 # Whole reads, split here: one await per network read rather than one per line.
                 async for data in resp.content.iter_any():
                     now = time.perf_counter()
+                    self.last_progress = now
                     *lines, rest = (rest + data).split(b"\n")
                     for line in lines:
                         if line.startswith(b"data:"):
@@ -310,7 +316,9 @@ class LoadRunner:
                 records[i] = await self.one(session, workload, prompts[i], output_len)
 
         workers = [asyncio.ensure_future(worker()) for _ in range(min(workload.concurrency, len(prompts)))]
-        watcher = asyncio.ensure_future(self._watch(workers)) if self.stop_check else None
+        self.last_progress = time.perf_counter()
+        watching = self.stop_check is not None or self.stall_timeout_s is not None
+        watcher = asyncio.ensure_future(self._watch(workers)) if watching else None
         try:
             await asyncio.gather(*workers, return_exceptions=False)
         except asyncio.CancelledError:
@@ -322,10 +330,13 @@ class LoadRunner:
         return [r for r in records if r is not None]
 
     async def _watch(self, workers: Sequence[asyncio.Future[None]]) -> None:
-        assert self.stop_check is not None
         while True:
             await asyncio.sleep(0.1)
-            reason = self.stop_check()
+            reason = self.stop_check() if self.stop_check else None
+            quiet = time.perf_counter() - self.last_progress
+            if not reason and self.stall_timeout_s is not None and quiet > self.stall_timeout_s:
+                self.stalled = True
+                reason = f"stalled: no token from any of {self._in_flight} requests for {quiet:.0f} s"
             if reason:
                 self.aborted = reason
                 self.in_flight_at_abort = self._in_flight
@@ -335,6 +346,7 @@ class LoadRunner:
 
     async def run(self, workload: Workload) -> BenchResult:
         """Warm up, flush the cache, then measure one closed-loop window."""
+        self.stall_timeout_s = workload.stall_timeout_s
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         async with aiohttp.ClientSession(connector=connector) as session:
             await self.preflight(session, workload)
@@ -366,6 +378,7 @@ class LoadRunner:
                 started_at=started_at,
                 aborted=self.aborted,
                 in_flight_at_abort=self.in_flight_at_abort,
+                stalled=self.stalled,
             )
 
     def _clip_vocab(self, workload: Workload) -> None:

@@ -17,7 +17,7 @@ import pytest
 from .baselines import Change
 from .configs import ConfigError, ServerConfig, load_configs
 from .engines import Engine, SGLangEngine, SimEngine
-from .loadgen import BenchError, BenchResult, Workload, run_workload
+from .loadgen import BenchResult, Workload
 from .perf import GateError, PerfGate, args_hash, git_commit, hardware_for
 from .report import json_report, summary_lines, verdict_table
 from .server import (
@@ -26,10 +26,11 @@ from .server import (
     ServerError,
     ServerHandle,
     ServerPool,
-    crash_report,
+    reap_leftovers,
     stop_recorded,
 )
 from .telemetry import Gpu, describe, hardware_key, inventory
+from .watched import check_stability, measure
 
 MARKER = "server_config"
 T = TypeVar("T")
@@ -69,6 +70,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--glm5-strict", action="store_true",
                 help="fail (not skip) when an external server's args differ from the config")
     g.addoption("--glm5-report", default=None, help="write a JSON report of servers and results here")
+    both("glm5-stall-timeout", "seconds without a token from any request that make a load run a hang "
+         "(default 120)", type=float)
     g.addoption("--glm5-relaunch-after-crash", action="store_true",
                 help="relaunch a crashed server once instead of failing the config's remaining tests")
     g.addoption("--update-baselines", nargs="?", const="new", default=None, choices=("new", "all"),
@@ -120,8 +123,14 @@ def _main_thread() -> bool:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """`--glm5-stop-servers`: stop what earlier runs kept, then exit."""
+    """Reap servers a killed earlier run left behind; `--glm5-stop-servers`: stop kept ones, then exit."""
     config = session.config
+    if config.cache is not None:
+        reaped = reap_leftovers(config.cache)
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        for line in reaped:
+            if tr is not None:
+                tr.write_line(f"glm5: {line}", yellow=True)
     if config.getoption("glm5_stop_servers"):
         assert config.cache is not None
         lines = stop_recorded(config.cache, float(_opt(config, "glm5-stop-timeout", 60.0)))
@@ -282,6 +291,7 @@ def glm5_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         external_url=config.getoption("sglang_url"),
         strict=bool(config.getoption("glm5_strict")),
         relaunch_after_crash=bool(config.getoption("glm5_relaunch_after_crash")),
+        stall_timeout=float(_opt(config, "glm5-stall-timeout", 120.0)),
     )
     pool = ServerPool(settings, _engine_factory(config), cache=config.cache, progress=progress)
     config.stash[pool_key] = pool
@@ -318,40 +328,26 @@ def sglang_server(request: pytest.FixtureRequest, glm5_pool: ServerPool) -> Serv
 
 
 @pytest.fixture
-def bench(sglang_server: ServerHandle) -> Callable[..., BenchResult]:
+def bench(sglang_server: ServerHandle, glm5_pool: ServerPool) -> Callable[..., BenchResult]:
     """`bench(concurrency=1, num_prompts=None, input_len=128, output_len=128, ...)` against this test's server."""
 
     def run(concurrency: int = 1, num_prompts: int | None = None, **kw: Any) -> BenchResult:
-        return _bench(sglang_server, concurrency, num_prompts, **kw)
+        return _bench(sglang_server, glm5_pool.settings.stall_timeout, concurrency, num_prompts, **kw)
 
     return run
 
 
-def _bench(server: ServerHandle, concurrency: int, num_prompts: int | None, **kw: Any) -> BenchResult:
+def _bench(server: ServerHandle, stall_timeout: float, concurrency: int, num_prompts: int | None,
+           **kw: Any) -> BenchResult:
     kw.setdefault("protocol", server.config.protocol)
     kw.setdefault("warmup", concurrency)
+    kw.setdefault("stall_timeout_s", stall_timeout)
     wl = Workload(concurrency=concurrency, num_prompts=num_prompts or max(8, 4 * concurrency), **kw)
-    t0 = time.monotonic()
-
-    def died() -> str | None:
-        code = server.exit_code()
-        return None if code is None else f"server exited ({code})"
-
-    problem = None
-    try:
-        result = run_workload(server.url, wl, stop_check=died)
-    except BenchError as exc:
-        problem = f"{server.config.name}: {exc}"
-    if problem is None and result.aborted:
-        code = server.exit_code()
-        problem = crash_report(server, code if code is not None else -9, time.monotonic() - t0,
-                               int(result.metrics["completed"]), result.in_flight_at_abort, concurrency)
-    if problem is not None:
-        code = server.exit_code()
-        if code is not None and "died during the load run" not in problem:
-            problem = crash_report(server, code, time.monotonic() - t0, 0, 0, concurrency) + "\n" + problem
-        pytest.fail(problem, pytrace=False)
-    return result
+    m = measure(server, wl)
+    if m.problem is not None:
+        pytest.fail(m.problem, pytrace=False)
+    assert m.result is not None
+    return m.result
 
 
 class Perf:
@@ -369,9 +365,22 @@ class Perf:
             **kw: Any) -> list[BenchResult]:
         """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value)."""
         n = _opt(self.request.config, "glm5-repeats") or repeats or 1
-        results = [_bench(self.server, concurrency, num_prompts, **kw) for _ in range(int(n))]
+        results = [_bench(self.server, self.pool.settings.stall_timeout, concurrency, num_prompts, **kw)
+                   for _ in range(int(n))]
         self.gate.results[(self.config, scenario)] = results
         return results
+
+    def stability(self, concurrency: int, num_prompts: int, error_budget: int = 0, **kw: Any) -> None:
+        """Sustained load; fail with every problem found (death, errors, not ready after, fatal log lines,
+        wrong output lengths)."""
+        kw.setdefault("protocol", self.server.config.protocol)
+        kw.setdefault("warmup", 0)
+        kw.setdefault("stall_timeout_s", self.pool.settings.stall_timeout)
+        report = check_stability(self.server, Workload(concurrency=concurrency, num_prompts=num_prompts, **kw),
+                                 error_budget)
+        if not report.ok:
+            pytest.fail(f"{self.config} is not stable under load at concurrency {concurrency}:\n"
+                        + "\n".join(report.problems), pytrace=False)
 
     def results_of(self, scenario: str) -> list[BenchResult]:
         """Results of a scenario measured earlier in this run for this config (empty if none)."""

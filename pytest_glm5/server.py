@@ -26,6 +26,7 @@ HOST = "127.0.0.1"
 POLL_S = 0.25
 LOG_TAIL_LINES = 40
 CACHE_KEY = "glm5/servers"
+LAUNCHED_KEY = "glm5/launched"
 
 
 class ServerError(Exception):
@@ -44,6 +45,15 @@ def port_in_use(port: int, host: str = HOST) -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
         return s.connect_ex((host, port)) == 0
+
+
+def who_listens(port: int) -> str:
+    """`pid 123 (python3)` of the process listening on a local port, or `another process`."""
+    with contextlib.suppress(psutil.Error, OSError):
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+    return "another process"
 
 
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
@@ -180,7 +190,11 @@ class Progress(Protocol):
 def launch(config: ServerConfig, engine: Engine, model: str, log_dir: Path, *, startup_timeout: float,
            keep: bool = False, progress: Progress | None = None, fingerprint: str = "") -> ServerHandle:
     """Start a server of this config and wait until it is ready; ServerError (process stopped) otherwise."""
-    port = free_port()
+    fixed = config.flags.get("port")
+    port = int(fixed) if fixed else free_port()
+    if fixed and port_in_use(port):
+        raise ServerError(f"{config.name}: port {port} (the config's `port` flag) is already in use by "
+                          f"{who_listens(port)}; stop it, or drop `port` from the config to get a free port")
     argv = engine.argv(config, model, HOST, port)
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{config.name}-{port}.log"
@@ -287,6 +301,7 @@ class PoolSettings:
     external_url: str | None = None
     strict: bool = False
     relaunch_after_crash: bool = False
+    stall_timeout: float = 120.0
 
 
 @dataclass
@@ -368,6 +383,7 @@ class ServerPool:
         except ServerError as exc:
             raise self._fail(config, str(exc), engine) from None
         handle.record.why = self.relaunch_why.pop(config.name, "")
+        self._note_launched(handle.record)
         self._say(config.name, f"launched pid {handle.pid} on port {handle.record.port} in "
                                f"{handle.record.startup_s:.1f} s, log {handle.record.log_path}")
         self.records[config.name] = handle.record
@@ -454,9 +470,25 @@ class ServerPool:
             data["argv_flags"] = handle.config.flag_argv()
             self.kept[handle.config.name] = data
             self._save_kept()
+            self._forget_launched(handle.record)
             self._say(handle.config.name, f"kept running: pid {handle.pid} on port {handle.record.port}")
             return
         stop(handle, self.settings.stop_timeout)
+        self._forget_launched(handle.record)
+
+    def _note_launched(self, rec: ServerRecord) -> None:
+        # Recorded until stopped: if this pytest is killed outright, the next run reaps what is left.
+        if self.cache is not None:
+            launched = dict(self.cache.get(LAUNCHED_KEY, {}))
+            launched[str(rec.pid)] = {"config": rec.config, "pid": rec.pid, "port": rec.port,
+                                      "create_time": rec.create_time}
+            self.cache.set(LAUNCHED_KEY, launched)
+
+    def _forget_launched(self, rec: ServerRecord) -> None:
+        if self.cache is not None:
+            launched = dict(self.cache.get(LAUNCHED_KEY, {}))
+            if launched.pop(str(rec.pid), None) is not None:
+                self.cache.set(LAUNCHED_KEY, launched)
 
     def _save_kept(self) -> None:
         if self.cache is not None:
@@ -520,6 +552,21 @@ class ConfigMismatch(ServerError):
     def __init__(self, config: str, url: str, diffs: list[str]) -> None:
         self.config, self.url, self.diffs = config, url, diffs
         super().__init__(f"server at {url} does not match config {config}: " + "; ".join(diffs))
+
+
+def reap_leftovers(cache: Cache, timeout: float = 10.0) -> list[str]:
+    """Stop servers an earlier run launched and never stopped (it was killed outright); one line each."""
+    launched = dict(cache.get(LAUNCHED_KEY, {}))
+    lines = []
+    for data in launched.values():
+        pid = data.get("pid")
+        if pid and same_process(pid, data.get("create_time", 0.0)):
+            kill_tree(pid, timeout)
+            lines.append(f"reaped a server left by an earlier run: {data.get('config')} pid {pid} "
+                         f"port {data.get('port')}")
+    if launched:
+        cache.set(LAUNCHED_KEY, {})
+    return lines
 
 
 def stop_recorded(cache: Cache, timeout: float = 60.0) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -21,6 +22,8 @@ class Engine(ABC):
     ready_paths: tuple[str, ...] = ("/ready", "/health_generate")
     # (label, regex) pairs: log lines that explain a death. Data, so each engine keeps its own.
     fatal_patterns: tuple[tuple[str, str], ...] = ()
+    # Signal that makes a hung server write its stacks to its log (None: the engine has no such hook).
+    stack_dump_signal: signal.Signals | None = None
 
     @abstractmethod
     def argv(self, cfg: ServerConfig, model: str, host: str, port: int) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import signal
 import sys
 from typing import Any
 
@@ -19,6 +20,7 @@ class SimEngine(Engine):
 
     name = "sim"
     fatal_patterns = FATAL_PATTERNS
+    stack_dump_signal = signal.SIGUSR1
 
     def __init__(self, profile: str | None = None, time_scale: float = 1.0, slowdown: float = 1.0,
                  startup_s: float | None = None, seed: int = 0, extra: list[str] | None = None) -> None:

@@ -7,6 +7,7 @@ scheduler, then `/ready` turns 200 and "The server is fired up and ready to roll
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
 import json
 import logging
@@ -83,6 +84,7 @@ class SimServer:
         self.scheduler = Scheduler(self.model, seed=ns.sim_seed)
         self.engine = AsyncEngine(self.scheduler, self.scale, on_step=self._on_step,
                                   max_wakeups_per_s=ns.sim_max_chunk_rate)
+        self.engine.hang_after_tokens = ns.sim_hang_after_tokens
         self.fault_rng = random.Random(ns.sim_seed + 7)
         self.faults: dict[str, float] = dict(ns.sim_fault)
         self.status = "Starting"
@@ -504,6 +506,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
     srv = SimServer(list(sys.argv[1:] if argv is None else argv))
     _set_parent_death_signal()
+    faulthandler.register(signal.SIGUSR1, file=sys.stdout, all_threads=True)
+    if srv.ns.sim_require_model_path and not os.path.exists(srv.args["model_path"]):
+        # SGLang's own words when the weights are not there (transformers' config loading).
+        print(f"OSError: Can't load the configuration of '{srv.args['model_path']}'. If you were trying to load it "
+              "from 'https://huggingface.co/models', make sure you don't have a local directory with the same "
+              f"name. Otherwise, make sure '{srv.args['model_path']}' is the correct path to a directory "
+              "containing a config.json file", flush=True)
+        return 1
     return asyncio.run(serve(srv))
 
 

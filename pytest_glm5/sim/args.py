@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-max-chunk-rate", type=_positive, default=8000.0,
                      help="most stream chunks a second the emulator sends in all; past it, chunks carry more "
                           "tokens (token counts, TTFT and TPOT stay exact; ITL coarsens)")
+    sim.add_argument("--sim-hang-after-tokens", type=int, default=None, metavar="N",
+                     help="stop generating (HTTP stays up) once N tokens were generated: a hung scheduler")
+    sim.add_argument("--sim-require-model-path", action="store_true",
+                     help="fail like SGLang when --model-path does not exist (the emulator needs no weights)")
     sim.add_argument("--sim-fault", type=_fault, action="append", default=[], metavar="KIND=P",
                      help=f"inject a fault into a fraction P of requests; KIND in {', '.join(FAULT_KINDS)}")
     return parser

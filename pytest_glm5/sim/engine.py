@@ -187,6 +187,7 @@ class AsyncEngine:
         self.max_wakeups_per_s = max_wakeups_per_s
         self.steps = 0
         self.coalesce = 1
+        self.hang_after_tokens: int | None = None
         self._seq = 0
         self.scale = time_scale
         self.on_step = on_step
@@ -223,6 +224,8 @@ class AsyncEngine:
             except Crash as exc:
                 self.crash = str(exc)
                 return
+            if self.hang_after_tokens is not None and self.s.generation_tokens_total >= self.hang_after_tokens:
+                await asyncio.Event().wait()  # A hung scheduler: no step ever again, HTTP still answers.
             if step is None:
                 self.busy_s_total += loop.time() - busy_since
                 self._wake.clear()

@@ -1,0 +1,133 @@
+"""Load against a watched server: a death or a stall ends the run at once and becomes a forensic report;
+the stability check holds a sustained run to "nothing went wrong"."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+
+from .loadgen import BenchError, BenchResult, Workload, run_workload
+from .server import ServerHandle, crash_report, describe_exit, http_get, tail
+
+READY_AGAIN_S = 30.0
+
+
+@dataclass
+class Measured:
+    """A result, or the one-paragraph reason there is none worth judging."""
+
+    result: BenchResult | None
+    problem: str | None = None
+
+
+def measure(server: ServerHandle, workload: Workload) -> Measured:
+    """Run the workload; abort within ~0.1 s of the server's death or past the stall timeout, and say why."""
+    t0 = time.monotonic()
+
+    def died() -> str | None:
+        code = server.exit_code()
+        return None if code is None else f"server exited ({describe_exit(code)})"
+
+    try:
+        result = run_workload(server.url, workload, stop_check=died)
+    except BenchError as exc:
+        code = server.exit_code()
+        if code is not None:
+            return Measured(None, crash_report(server, code, time.monotonic() - t0, 0, 0, workload.concurrency))
+        return Measured(None, f"{server.config.name}: {exc}")
+    if result.stalled:
+        return Measured(result, hang_report(server, result, time.monotonic() - t0))
+    if result.aborted:
+        code = server.exit_code()
+        return Measured(result, crash_report(server, code if code is not None else -9, time.monotonic() - t0,
+                                             int(result.metrics["completed"]), result.in_flight_at_abort,
+                                             workload.concurrency))
+    return Measured(result)
+
+
+def hang_report(server: ServerHandle, result: BenchResult, elapsed: float) -> str:
+    """A server alive but producing nothing: the same report as a crash, plus a stack dump where possible."""
+    dumped = ""
+    sig = server.engine.stack_dump_signal
+    if sig is not None and server.pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(server.pid, sig)
+            time.sleep(0.5)
+            dumped = f"stack dump requested ({sig.name}); it is in the log"
+    log = server.log_path
+    lines = [f"server for {server.config.name} hung during the load run: {result.aborted}, {elapsed:.1f} s into "
+             f"the run at concurrency {result.workload.concurrency}; {int(result.metrics['completed'])} requests "
+             f"completed, {result.in_flight_at_abort} in flight; the process is alive (pid {server.pid})"]
+    if dumped:
+        lines.append(dumped)
+    lines.append("last log lines:")
+    lines += [f"  {ln}" for ln in (tail(log, 10) if log else [])]
+    if log:
+        lines.append(f"full log: {log}")
+    return "\n".join(lines)
+
+
+@dataclass
+class Stability:
+    """The verdict of a sustained run: ok only if nothing at all went wrong."""
+
+    problems: list[str] = field(default_factory=list)
+    result: BenchResult | None = None
+
+    @property
+    def ok(self) -> bool:
+        """No problem found."""
+        return not self.problems
+
+
+def check_stability(server: ServerHandle, workload: Workload, error_budget: int = 0) -> Stability:
+    """Sustained closed-loop load; then: alive, within the error budget, ready again, no fatal log line, and
+    every completed request exactly `output_len` tokens long."""
+    log = server.log_path
+    offset = log.stat().st_size if log and log.exists() else 0
+    m = measure(server, workload)
+    out = Stability(result=m.result)
+    if m.problem:
+        out.problems.append(m.problem)
+        return out
+    assert m.result is not None
+    r = m.result
+    if r.failed > error_budget:
+        out.problems.append(f"{r.failed} of {workload.num_prompts} requests failed (error budget {error_budget}): "
+                            + "; ".join(r.errors[:3]))
+    wrong = [rec.output_len for rec in r.records if rec.success and rec.output_len != workload.output_len]
+    if wrong:
+        out.problems.append(f"{len(wrong)} completed requests did not produce exactly {workload.output_len} "
+                            f"tokens (e.g. {wrong[:5]})")
+    code = server.exit_code()
+    if code is not None:
+        out.problems.append(f"server exited with {describe_exit(code)} right after the load")
+    elif not _ready_again(server):
+        out.problems.append(f"server not ready again within {READY_AGAIN_S:.0f} s after the load")
+    if log:
+        new_lines = _read_from(log, offset)
+        fatal = server.engine.fatal_lines(new_lines)
+        if fatal:
+            out.problems.append("fatal lines in the server log during the run:\n" + "\n".join(
+                f"  {ln}" for ln in fatal[:12]) + f"\nfull log: {log}")
+    return out
+
+
+def _ready_again(server: ServerHandle) -> bool:
+    deadline = time.monotonic() + READY_AGAIN_S
+    while time.monotonic() < deadline:
+        if any(http_get(server.url + p, timeout=5)[0] == 200 for p in server.engine.ready_paths):
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def _read_from(path: os.PathLike[str], offset: int) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return []
