@@ -125,15 +125,17 @@ def _main_thread() -> bool:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Reap servers a killed earlier run left behind; `--glm5-stop-servers`: stop kept ones, then exit."""
     config = session.config
-    if config.cache is not None:
-        reaped = reap_leftovers(config.cache)
+    cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
+    if cache is not None:
+        reaped = reap_leftovers(cache)
         tr = config.pluginmanager.get_plugin("terminalreporter")
         for line in reaped:
             if tr is not None:
                 tr.write_line(f"glm5: {line}", yellow=True)
     if config.getoption("glm5_stop_servers"):
-        assert config.cache is not None
-        lines = stop_recorded(config.cache, float(_opt(config, "glm5-stop-timeout", 60.0)))
+        if cache is None:
+            pytest.exit("glm5: --glm5-stop-servers needs pytest's cache (drop -p no:cacheprovider)", returncode=4)
+        lines = stop_recorded(cache, float(_opt(config, "glm5-stop-timeout", 60.0)))
         msg = "\n".join(lines) or "no kept servers recorded"
         pytest.exit(f"glm5: {msg}", returncode=0)
 
@@ -279,9 +281,12 @@ def glm5_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         model = SIM_DEFAULT_MODEL
     progress = _Progress(config)
     keep = bool(config.getoption("glm5_keep_servers"))
-    if log_dir is None and keep and config.cache is not None:
+    cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
+    if keep and cache is None:
+        raise pytest.UsageError("--glm5-keep-servers records servers in pytest's cache: drop -p no:cacheprovider")
+    if log_dir is None and keep and cache is not None:
         # Kept servers outlive this run's basetemp, which the next run deletes: log where the cache lives.
-        log_dir = config.cache.mkdir("glm5-logs")
+        log_dir = cache.mkdir("glm5-logs")
     settings = PoolSettings(
         model=model,
         log_dir=Path(log_dir) if log_dir else tmp_path_factory.getbasetemp() / "glm5-logs",
@@ -293,7 +298,7 @@ def glm5_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         relaunch_after_crash=bool(config.getoption("glm5_relaunch_after_crash")),
         stall_timeout=float(_opt(config, "glm5-stall-timeout", 120.0)),
     )
-    pool = ServerPool(settings, _engine_factory(config), cache=config.cache, progress=progress)
+    pool = ServerPool(settings, _engine_factory(config), cache=cache, progress=progress)
     config.stash[pool_key] = pool
     try:
         yield pool
@@ -332,19 +337,22 @@ def bench(sglang_server: ServerHandle, glm5_pool: ServerPool) -> Callable[..., B
     """`bench(concurrency=1, num_prompts=None, input_len=128, output_len=128, ...)` against this test's server."""
 
     def run(concurrency: int = 1, num_prompts: int | None = None, **kw: Any) -> BenchResult:
-        return _bench(sglang_server, glm5_pool.settings.stall_timeout, concurrency, num_prompts, **kw)
+        return _bench(sglang_server, glm5_pool, concurrency, num_prompts, **kw)
 
     return run
 
 
-def _bench(server: ServerHandle, stall_timeout: float, concurrency: int, num_prompts: int | None,
+def _bench(server: ServerHandle, pool: ServerPool, concurrency: int, num_prompts: int | None,
            **kw: Any) -> BenchResult:
     kw.setdefault("protocol", server.config.protocol)
     kw.setdefault("warmup", concurrency)
-    kw.setdefault("stall_timeout_s", stall_timeout)
+    kw.setdefault("stall_timeout_s", pool.settings.stall_timeout)
     wl = Workload(concurrency=concurrency, num_prompts=num_prompts or max(8, 4 * concurrency), **kw)
     m = measure(server, wl)
     if m.problem is not None:
+        if m.result is not None and m.result.stalled:
+            pool.notice_hang(str(m.result.aborted))
+        pool.notice_death()
         pytest.fail(m.problem, pytrace=False)
     assert m.result is not None
     return m.result
@@ -365,8 +373,7 @@ class Perf:
             **kw: Any) -> list[BenchResult]:
         """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value)."""
         n = _opt(self.request.config, "glm5-repeats") or repeats or 1
-        results = [_bench(self.server, self.pool.settings.stall_timeout, concurrency, num_prompts, **kw)
-                   for _ in range(int(n))]
+        results = [_bench(self.server, self.pool, concurrency, num_prompts, **kw) for _ in range(int(n))]
         self.gate.results[(self.config, scenario)] = results
         return results
 
@@ -379,6 +386,9 @@ class Perf:
         report = check_stability(self.server, Workload(concurrency=concurrency, num_prompts=num_prompts, **kw),
                                  error_budget)
         if not report.ok:
+            if report.result is not None and report.result.stalled:
+                self.pool.notice_hang(str(report.result.aborted))
+            self.pool.notice_death()
             pytest.fail(f"{self.config} is not stable under load at concurrency {concurrency}:\n"
                         + "\n".join(report.problems), pytrace=False)
 
@@ -467,6 +477,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     changes: tuple[list[Change], list[str]] = ([], [])
     if gate is not None and mode:
         changes = gate.update(mode)
+        if changes[1] and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # asked to record, could not: not a green run
     config.stash[changes_key] = changes
     path = config.getoption("glm5_report")
     if path:

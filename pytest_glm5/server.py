@@ -348,18 +348,11 @@ class ServerPool:
         if config.name in self.failures:
             raise ServerError(self.failures[config.name])
         if self.current is not None and self.current.config.name == config.name:
-            code = self.current.exit_code()
-            if code is None:
+            if self.current.exit_code() is None:
                 return self.current
-            reason = crash_reason(self.current, code)
-            self.current.record.crash = reason
-            self.release_current()
-            if not self.settings.relaunch_after_crash or config.name in self.relaunched:
-                self.failures[config.name] = f"server for {config.name} crashed earlier: {reason}"
-                self._say(config.name, f"crashed: {reason}")
+            self.notice_death()
+            if config.name in self.failures:
                 raise ServerError(self.failures[config.name])
-            self.relaunched.add(config.name)
-            self._say(config.name, f"crashed ({reason}); relaunching once (--glm5-relaunch-after-crash)")
         self.release_current()
         engine = self.engine_for(config)
         if self.settings.external_url:
@@ -389,6 +382,40 @@ class ServerPool:
         self.records[config.name] = handle.record
         self.current = handle
         return handle
+
+    def notice_death(self) -> None:
+        """If the current server died, record why; later tests of its config fail fast with that reason
+        (or, under --glm5-relaunch-after-crash, the next one relaunches it once)."""
+        handle = self.current
+        if handle is None or handle.record.crash is not None:
+            return
+        code = handle.exit_code()
+        if code is None:
+            return
+        name = handle.config.name
+        reason = crash_reason(handle, code)
+        handle.record.crash = reason
+        self.release_current()
+        if self.settings.relaunch_after_crash and name not in self.relaunched:
+            self.relaunched.add(name)
+            self._say(name, f"crashed ({reason}); relaunching once (--glm5-relaunch-after-crash)")
+            return
+        self.failures[name] = f"server for {name} crashed earlier: {reason}"
+        self._say(name, f"crashed: {reason}")
+
+    def notice_hang(self, reason: str) -> None:
+        """The current server is alive but stuck: stop it without a graceful wait; its config fails fast after."""
+        handle = self.current
+        if handle is None:
+            return
+        self.current = None
+        name = handle.config.name
+        handle.record.crash = f"hung: {reason}"
+        if handle.record.how != "external":
+            stop(handle, timeout=5.0)
+            self._forget_launched(handle.record)
+        self.failures[name] = f"server for {name} hung earlier: {reason}"
+        self._say(name, f"hung: {reason}; stopped")
 
     def _fail(self, config: ServerConfig, message: str, engine: Engine | None = None) -> ServerError:
         lines = message.splitlines()
@@ -528,13 +555,15 @@ def crash_reason(handle: ServerHandle, code: int, max_lines: int = 8) -> str:
 
 
 def crash_report(handle: ServerHandle, code: int, elapsed_s: float, completed: int, in_flight: int,
-                 concurrency: int) -> str:
+                 concurrency: int, failed: int = 0) -> str:
     """The failure of a load run whose server died: when, what was in flight, why (log lines), where the log is."""
     log = handle.log_path
     lines = tail(log, 400) if log else []
     picked = handle.engine.fatal_lines(lines)[-12:]
+    cut = f", {failed} cut off by the death" if failed else ""
     out = [f"server for {handle.config.name} died during the load run: {describe_exit(code)}, {elapsed_s:.1f} s "
-           f"into the run at concurrency {concurrency}; {completed} requests completed, {in_flight} in flight"]
+           f"into the run at concurrency {concurrency}; {completed} requests completed{cut}, {in_flight} in flight "
+           "when it was noticed"]
     if picked:
         out.append("log lines that matter:")
         out += [f"  {line}" for line in picked]

@@ -39,11 +39,13 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
         return Measured(None, f"{server.config.name}: {exc}")
     if result.stalled:
         return Measured(result, hang_report(server, result, time.monotonic() - t0))
-    if result.aborted:
-        code = server.exit_code()
+    code = server.exit_code()
+    if result.aborted or code is not None:
+        # The death may end every request before the watcher's next look: the process state decides.
+        cut = sum(1 for rec in result.records if not rec.success)
         return Measured(result, crash_report(server, code if code is not None else -9, time.monotonic() - t0,
                                              int(result.metrics["completed"]), result.in_flight_at_abort,
-                                             workload.concurrency))
+                                             workload.concurrency, failed=cut))
     return Measured(result)
 
 

@@ -15,7 +15,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "glm5_config" not in metafunc.fixturenames:
         return
     configs = server_configs(metafunc.config)
-    if "concurrency" in metafunc.fixturenames:
+    own = {n for m in metafunc.definition.iter_markers("parametrize") for n in _argnames(m.args[0])}
+    if "concurrency" in metafunc.fixturenames and "concurrency" not in own:
         default = list(getattr(metafunc.module, "SWEEP", []))
         metafunc.parametrize(("glm5_config", "concurrency"), [
             pytest.param(n, c, id=f"{n}-c{c}", marks=pytest.mark.server_config(n))
@@ -23,3 +24,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         metafunc.parametrize(
             "glm5_config", [pytest.param(n, id=n, marks=pytest.mark.server_config(n)) for n in configs])
+
+
+def _argnames(spec: str | list[str] | tuple[str, ...]) -> list[str]:
+    return [n.strip() for n in spec.split(",")] if isinstance(spec, str) else list(spec)

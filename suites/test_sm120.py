@@ -44,3 +44,10 @@ def test_sweep(glm5_config: str, perf, concurrency: int) -> None:  # type: ignor
     results = perf.run(scenario, concurrency=concurrency, num_prompts=prompts, warmup=min(concurrency, 32),
                        input_len=INPUT_LEN, output_len=OUTPUT_LEN)
     perf.check(results, scenario, ["output_throughput", "total_throughput"])
+
+
+@pytest.mark.parametrize("concurrency", [256])
+def test_stability(glm5_config: str, perf, concurrency: int) -> None:  # type: ignore[no-untyped-def]
+    """Crash-free under sustained load at 256 (where EP8 died): alive throughout, no failed request, ready
+    again after, no fatal log line, every request exactly 128 tokens."""
+    perf.stability(concurrency=concurrency, num_prompts=2 * concurrency, input_len=INPUT_LEN, output_len=OUTPUT_LEN)

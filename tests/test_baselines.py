@@ -126,3 +126,17 @@ def test_concurrent_writers_both_land(tmp_path: Path) -> None:
         for i in range(15):
             assert s.bound(f"w{w}", f"s{i}", "output_throughput") is not None, (w, i)
     assert p.read_text().startswith("# shared")
+
+
+def test_failed_replace_leaves_the_original_intact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "b.toml"
+    p.write_text(COMMENTED)
+
+    def refuse(src: str, dst: str) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("pytest_glm5.baselines.os.replace", refuse)
+    with pytest.raises(PermissionError):
+        write_updates(p, [verdict("output_throughput", 99.0, "improvement")], {})
+    assert p.read_text() == COMMENTED
+    assert [f.name for f in tmp_path.iterdir() if f.name.endswith(".tmp")] == []

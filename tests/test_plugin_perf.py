@@ -189,3 +189,23 @@ def test_hardware_key_from_fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     gpus = telemetry.inventory()
     assert gpus is not None and telemetry.hardware_key(gpus) == "8x-rtx-pro-6000-blackwell-sm120"
     assert gpus[0].pcie_gen == 5 and gpus[0].driver == "580.82" and gpus[0].memory_gb == 96.0
+
+
+def test_two_pytest_processes_updating_one_file_both_land(pytester: pytest.Pytester) -> None:
+    import subprocess
+    import sys
+    import tomllib
+
+    model = write_configs(pytester, "[config.a]\nflags = {}\n[config.b]\nflags = { tp-size = 2 }\n")
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.parametrize("cfg", [pytest.param(n, marks=pytest.mark.server_config(n)) for n in ("a", "b")])
+def test_point(perf, cfg):
+    perf.check(perf.run("c2", concurrency=2, num_prompts=4, output_len=8, warmup=0), "c2")
+""")
+    procs = [subprocess.Popen([sys.executable, "-m", "pytest", "-k", k, "--update-baselines", "-p", "no:cacheprovider"],
+                              cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for k in ("a", "b")]
+    outs = [p.communicate(timeout=120)[0].decode() for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    doc = tomllib.loads((pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml").read_text())
+    assert set(doc) == {"a", "b"} and all("output_throughput" in doc[c]["c2"] for c in ("a", "b"))

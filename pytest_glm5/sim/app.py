@@ -477,7 +477,8 @@ async def serve(srv: SimServer) -> int:
         loop.add_signal_handler(sig, stop.set)
     engine_task = asyncio.ensure_future(srv.engine.run())
     await _load(srv)
-    runner = web.AppRunner(build_app(srv), access_log=None, handle_signals=False)
+    # On SIGTERM, streams still open get 5 s to finish (SGLang drains too), not aiohttp's default 60 s.
+    runner = web.AppRunner(build_app(srv), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
     host, port = srv.args["host"], srv.args["port"]
     try:

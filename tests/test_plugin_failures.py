@@ -1,0 +1,286 @@
+"""Failure as a first-class path: crashes, hangs, stability, no orphans, bad input, nothing lost."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+from plugin_helpers import assert_no_server_left, servers_of, write_configs
+
+from simproc import Sim
+
+CRASHY = """
+[config.ep8]
+flags = { ep-size = 8 }
+[config.ok]
+flags = {}
+"""
+
+
+def test_crash_under_load_is_reported_then_fails_fast(pytester: pytest.Pytester) -> None:
+    model = write_configs(pytester, CRASHY)
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.server_config("ep8")
+def test_load(bench):
+    bench(concurrency=256, num_prompts=512, input_len=16, output_len=64, warmup=0)
+@pytest.mark.server_config("ep8")
+def test_after(bench):
+    bench(concurrency=1, num_prompts=2)
+@pytest.mark.server_config("ok")
+def test_next_config(bench):
+    assert bench(concurrency=4, num_prompts=8, output_len=8).metrics["completed"] == 8
+""")
+    t0 = time.monotonic()
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1, errors=1, passed=1)
+    out = result.stdout.str()
+    m = re.search(r"server for ep8 died during the load run: exit code 1, ([\d.]+) s into the run at concurrency "
+                  r"256; (\d+) requests completed, (\d+) cut off by the death, (\d+) in flight when it was noticed",
+                  out)
+    assert m, out
+    assert float(m.group(1)) < 3 and int(m.group(3)) + int(m.group(4)) >= 200
+    result.stdout.fnmatch_lines(["log lines that matter:", "*?cuda-oom? torch.OutOfMemoryError: CUDA out of memory*",
+                                 "full log: *ep8-*.log"])
+    result.stdout.fnmatch_lines(["*server for ep8 crashed earlier: exit code 1; *cuda-oom*; full log: *"])
+    assert time.monotonic() - t0 < 30  # no request timeouts waited out
+    assert_no_server_left(model)
+
+
+def test_relaunch_after_crash_once(pytester: pytest.Pytester) -> None:
+    model = write_configs(pytester, CRASHY)
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.server_config("ep8")
+def test_load(bench):
+    bench(concurrency=256, num_prompts=256, input_len=16, output_len=64, warmup=0)
+@pytest.mark.server_config("ep8")
+def test_light(bench):
+    assert bench(concurrency=2, num_prompts=4, output_len=8).metrics["completed"] == 4
+""")
+    result = pytester.runpytest("--glm5-relaunch-after-crash")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["ep8: crashed (exit code 1; *); relaunching once (--glm5-relaunch-after-crash)"])
+    assert_no_server_left(model)
+
+
+def test_hang_is_reported_with_a_stack_dump(pytester: pytest.Pytester) -> None:
+    model = write_configs(pytester, "[config.stuck]\nflags = { sim-hang-after-tokens = 100 }\n")
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.server_config("stuck")
+def test_load(bench):
+    bench(concurrency=8, num_prompts=64, output_len=64, warmup=0)
+""")
+    t0 = time.monotonic()
+    result = pytester.runpytest("--glm5-stall-timeout", "1")
+    result.assert_outcomes(failed=1)
+    assert time.monotonic() - t0 < 20
+    result.stdout.fnmatch_lines(["*server for stuck hung during the load run: stalled: no token from any of 8 "
+                                 "requests for * s*the process is alive*",
+                                 "stack dump requested (SIGUSR1); it is in the log"])
+    log = next((pytester.path.parent / "basetemp" / "glm5-logs").glob("stuck-*.log")).read_text()
+    assert "most recent call first" in log  # faulthandler's dump of the hung server
+    assert_no_server_left(model)
+
+
+def test_stability_check(pytester: pytest.Pytester) -> None:
+    model = write_configs(pytester, CRASHY + "[config.flaky]\nflags = { sim-fault = 'http500=0.05' }\n")
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.parametrize("cfg", [pytest.param(n, marks=pytest.mark.server_config(n)) for n in ("ok", "flaky", "ep8")])
+def test_stable(perf, cfg):
+    perf.stability(concurrency=256, num_prompts=512, input_len=16, output_len=32)
+""")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*flaky is not stable under load at concurrency 256:",
+                                 "* of 512 requests failed (error budget 0): HTTP 500*"])
+    result.stdout.fnmatch_lines(["*ep8 is not stable under load at concurrency 256:",
+                                 "server for ep8 died during the load run: exit code 1*"])
+    assert_no_server_left(model)
+
+
+SLOW_START = "[config.slow]\nflags = { sim-startup-s = 120 }\n[config.long]\nsim_profile = 'glm5-sm120'\nflags = {}\n"
+LONG_LOAD = """
+import pytest
+@pytest.mark.server_config("slow")
+def test_launch(sglang_server): pass
+@pytest.mark.server_config("long")
+def test_load(bench):
+    open("loading", "w").close()
+    bench(concurrency=4, num_prompts=400, warmup=0)
+"""
+
+
+def _run_and_signal(pytester: pytest.Pytester, model: str, sig: int, wait_for: str, *args: str) -> int:
+    """Start pytest in a subprocess, wait for `wait_for` (a server, or the load), send `sig`, wait for its end."""
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=pytester.path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if wait_for == "server" and servers_of(model):
+            break
+        if wait_for == "load" and (pytester.path / "loading").exists():
+            time.sleep(1.0)
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        raise AssertionError(f"never saw {wait_for}: {proc.communicate()[0].decode()[-2000:]}")
+    os.kill(proc.pid, sig)
+    proc.wait(60)
+    return proc.returncode
+
+
+@pytest.mark.parametrize(("sig", "when"), [
+    (signal.SIGINT, "server"), (signal.SIGINT, "load"), (signal.SIGTERM, "load"), (signal.SIGKILL, "load"),
+])
+def test_no_orphan_after_interrupts(pytester: pytest.Pytester, sig: int, when: str) -> None:
+    model = write_configs(pytester, SLOW_START)
+    pytester.makepyfile(LONG_LOAD)
+    args = ["-k", "launch"] if when == "server" else ["-k", "load", "--glm5-sim-time-scale", "0.1",
+                                                      "--glm5-sim-startup-s", "1"]
+    rc = _run_and_signal(pytester, model, sig, when, *args)
+    assert rc != 0
+    assert_no_server_left(model, wait=5.0)
+
+
+def test_next_run_reaps_recorded_leftovers(pytester: pytest.Pytester, sim_factory: Callable[..., Sim]) -> None:
+    left = sim_factory()  # stands for a server whose pytest was killed before it could stop it
+    write_configs(pytester, "[config.a]\nflags = {}\n")
+    pytester.makepyfile("def test_nothing(): pass\n")
+    created = psutil.Process(left.proc.pid).create_time()
+    pytester.makepyfile(record="""
+import json, sys, pathlib
+p = pathlib.Path(".pytest_cache/v/glm5/launched")
+p.parent.mkdir(parents=True, exist_ok=True)
+p.write_text(json.dumps({sys.argv[1]: {"config": "a", "pid": int(sys.argv[1]), "port": 1,
+                                         "create_time": float(sys.argv[2])}}))
+""")
+    subprocess.run([sys.executable, "record.py", str(left.proc.pid), str(created)], cwd=pytester.path, check=True)
+    result = pytester.runpytest("-k", "nothing")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"glm5: reaped a server left by an earlier run: a pid {left.proc.pid} port 1"])
+    assert left.proc.wait(10) is not None
+
+
+def test_exception_in_a_fixture_leaves_no_server(pytester: pytest.Pytester) -> None:
+    model = write_configs(pytester, "[config.a]\nflags = {}\n")
+    pytester.makepyfile("""
+import pytest
+@pytest.fixture
+def broken(sglang_server):
+    raise RuntimeError("fixture blew up")
+@pytest.mark.server_config("a")
+def test_x(broken): pass
+""")
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    assert_no_server_left(model)
+
+
+def test_configs_syntax_error_names_file_and_line(pytester: pytest.Pytester) -> None:
+    write_configs(pytester, "[config.a]\nflags = { tp-size = }\n")
+    pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*configs.toml: invalid TOML: Invalid value (at line *, column *)"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_unknown_key_in_config(pytester: pytest.Pytester) -> None:
+    write_configs(pytester, "[config.a]\nflgas = { tp-size = 2 }\n")
+    pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*configs.toml: ?config.a?: unknown key 'flgas'; allowed: *"])
+
+
+def test_fixed_port_in_use(pytester: pytest.Pytester, sim: Sim) -> None:
+    model = write_configs(pytester, f"[config.a]\nflags = {{ port = {sim.port} }}\n")
+    pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*a: port {sim.port} (the config's `port` flag) is already in use by pid "
+                                 f"{sim.proc.pid} (python*); stop it, or drop `port` from the config*"])
+    assert_no_server_left(model)
+
+
+def test_missing_model_path_surfaces_the_engines_message(pytester: pytest.Pytester) -> None:
+    model = write_configs(pytester, "[config.a]\nflags = { sim-require-model-path = true }\n")
+    pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*server for a exited during startup with exit code 1*",
+                                 f"OSError: Can't load the configuration of '{model}'*"])
+
+
+@pytest.mark.parametrize(("fault", "message"), [
+    ("http500=0.3", "HTTP 500: "), ("malformed-sse=0.3", "malformed SSE data"),
+    ("cut-stream=0.3", "stream ended after"),
+])
+def test_bad_server_answers_fail_the_check(pytester: pytest.Pytester, fault: str, message: str) -> None:
+    write_configs(pytester, f"[config.a]\nflags = {{ sim-fault = '{fault}' }}\n")
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.server_config("a")
+def test_x(perf):
+    perf.check(perf.run("s", concurrency=4, num_prompts=20, output_len=8, warmup=0), "s")
+""")
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*a s: * of 20 requests failed at concurrency 4: *{message}*"])
+
+
+def test_update_into_unwritable_dir_keeps_the_file(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    model = write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.server_config("t")
+def test_point(perf):
+    perf.check(perf.run("c2", concurrency=2, num_prompts=4, output_len=8, warmup=0), "c2")
+""")
+    # A directory that cannot take a new file even as root: /proc is not writable.
+    result = pytester.runpytest("--update-baselines", "--glm5-baselines", "/proc/glm5-baselines")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"cannot update /proc/glm5-baselines/sim-tiny-x1/{Path(model).name}.toml: *; "
+                                 "the file is unchanged"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+KILLED_WRITER = """
+import sys, itertools
+from pathlib import Path
+from pytest_glm5.baselines import Verdict, write_updates
+path = Path(sys.argv[1])
+for i in itertools.count():
+    write_updates(path, [Verdict("w", f"s{i % 50}", "output_throughput", float(i), None, "new", {})], {"i": i})
+"""
+
+
+def test_sigkill_mid_update_never_leaves_a_broken_file(tmp_path: Path) -> None:
+    import random
+    import tomllib
+
+    path = tmp_path / "b.toml"
+    path.write_text("# precious\n[defaults]\ntolerance = 0.05\n")
+    script = tmp_path / "writer.py"
+    script.write_text(KILLED_WRITER)
+    rng = random.Random(7)
+    for _ in range(25):
+        proc = subprocess.Popen([sys.executable, str(script), str(path)])
+        time.sleep(0.3 + rng.random() * 0.4)
+        proc.kill()
+        proc.wait()
+        doc = tomllib.loads(path.read_text())  # parses every time: never truncated or half-written
+        assert path.read_text().startswith("# precious") and doc["defaults"]["tolerance"] == 0.05
+    assert len(tomllib.loads(path.read_text())["w"]) > 1
