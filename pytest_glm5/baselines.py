@@ -326,5 +326,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def baseline_path(root: Path, hardware: str, model: str) -> Path:
     """`<root>/<hardware>/<model>.toml` with path-safe names."""
-    safe_model = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(model.rstrip("/")).name or model).strip("-")
+    name = Path(model.rstrip("/")).name or model
+    name = name[: -len(".gguf")] if name.endswith(".gguf") else name  # a model file: its name, not its format
+    safe_model = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
     return root / hardware / f"{safe_model}.toml"

@@ -34,7 +34,7 @@ class ServerConfig:
     known_issue_phase: str = "startup"
     known_issue_concurrency: int = 0
     sim_profile: str | None = None
-    protocol: str = "sglang"
+    protocol: str | None = None  # default: the engine's (sglang native, or openai for llama.cpp)
     sweep: list[int] | None = None
 
     def flag_argv(self) -> list[str]:

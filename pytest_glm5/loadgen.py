@@ -24,6 +24,7 @@ from .metrics import RequestRecord, compute_metrics, first_errors
 PROTOCOLS = ("sglang", "openai")
 PREFLIGHT_TIMEOUT_S = 5.0
 _JSON = {"Content-Type": "application/json"}
+STALE_RETRIES = 3
 
 
 class BenchError(Exception):
@@ -197,6 +198,9 @@ class _Stream:
                 self.tokens += 1
             if choice.get("finish_reason"):
                 self.r.finish_reason = str(choice["finish_reason"])
+        timings = data.get("timings")
+        if isinstance(timings, dict):
+            self.r.server_timings = {k: float(v) for k, v in timings.items() if isinstance(v, int | float)}
         usage = data.get("usage")
         if usage and "completion_tokens" in usage:
             self.tokens = int(usage["completion_tokens"])
@@ -277,7 +281,7 @@ class LoadRunner:
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=workload.request_timeout_s)
         try:
-            async with session.post(self.url + path, data=orjson.dumps(body), headers=_JSON, timeout=timeout) as resp:
+            async with await self._post(session, self.url + path, orjson.dumps(body), timeout) as resp:
                 if resp.status != 200:
                     text = (await resp.text())[:200].replace("\n", " ")
                     rec.error = f"HTTP {resp.status}: {text}"
@@ -304,6 +308,17 @@ class LoadRunner:
         if not rec.success and not rec.latency:
             rec.latency = time.perf_counter() - rec.start
         return rec
+
+    async def _post(self, session: aiohttp.ClientSession, url: str, body: bytes,
+                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        # A kept-alive connection the server has closed fails before the request is sent (llama-server
+        # closes idle ones): such a request never reached the server, so it is sent once more.
+        for _ in range(STALE_RETRIES):
+            try:
+                return await session.post(url, data=body, headers=_JSON, timeout=timeout)
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                continue  # The broken connection is dropped from the pool; the next try may get another.
+        return await session.post(url, data=body, headers=_JSON, timeout=timeout)
 
     async def _phase(
         self, session: aiohttp.ClientSession, workload: Workload, prompts: list[list[int]], output_len: int

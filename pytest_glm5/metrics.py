@@ -61,6 +61,7 @@ class RequestRecord:
     itl: list[float] = field(default_factory=list)
     error: str = ""
     finish_reason: str | None = None
+    server_timings: dict[str, float] | None = None  # the engine's own per-request timings (llama.cpp)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

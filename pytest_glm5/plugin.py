@@ -16,7 +16,7 @@ import pytest
 
 from .baselines import Change
 from .configs import ConfigError, ServerConfig, load_configs
-from .engines import Engine, SGLangEngine, SimEngine
+from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine
 from .loadgen import BenchResult, Workload
 from .perf import GateError, PerfGate, args_hash, git_commit, hardware_for
 from .report import json_report, summary_lines, verdict_table
@@ -266,6 +266,8 @@ def _engine_factory(config: pytest.Config) -> Callable[[ServerConfig], Engine]:
                              startup_s=float(startup) if startup is not None else None)
         if cfg.engine == "sglang":
             return SGLangEngine()
+        if cfg.engine == "llamacpp":
+            return LlamaCppEngine()
         raise ServerError(f"config {cfg.name}: engine {cfg.engine!r} is not available in this version")
 
     return engine_for
@@ -344,7 +346,7 @@ def bench(sglang_server: ServerHandle, glm5_pool: ServerPool) -> Callable[..., B
 
 def _bench(server: ServerHandle, pool: ServerPool, concurrency: int, num_prompts: int | None,
            **kw: Any) -> BenchResult:
-    kw.setdefault("protocol", server.config.protocol)
+    kw.setdefault("protocol", server.config.protocol or server.engine.protocol)
     kw.setdefault("warmup", concurrency)
     kw.setdefault("stall_timeout_s", pool.settings.stall_timeout)
     wl = Workload(concurrency=concurrency, num_prompts=num_prompts or max(8, 4 * concurrency), **kw)
@@ -380,7 +382,7 @@ class Perf:
     def stability(self, concurrency: int, num_prompts: int, error_budget: int = 0, **kw: Any) -> None:
         """Sustained load; fail with every problem found (death, errors, not ready after, fatal log lines,
         wrong output lengths)."""
-        kw.setdefault("protocol", self.server.config.protocol)
+        kw.setdefault("protocol", self.server.config.protocol or self.server.engine.protocol)
         kw.setdefault("warmup", 0)
         kw.setdefault("stall_timeout_s", self.pool.settings.stall_timeout)
         report = check_stability(self.server, Workload(concurrency=concurrency, num_prompts=num_prompts, **kw),
@@ -404,7 +406,7 @@ class Perf:
         gpus = _gpus(self.request.config) if not info.get("sim") else None
         provenance = {
             "commit": git_commit(Path(self.request.config.rootpath)),
-            "engine": f"{self.server.engine.name} {info.get('version', '?')}",
+            "engine": f"{self.server.engine.name} {self.server.record.engine_version or info.get('version', '?')}",
             "server_args": args_hash(info),
             "driver": gpus[0].driver if gpus else "",
             "hardware": hw,

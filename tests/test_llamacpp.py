@@ -1,0 +1,170 @@
+"""A real third-party engine end to end: llama.cpp's llama-server serving a tiny model made here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pytest_glm5.configs import ServerConfig
+from pytest_glm5.engines import LlamaCppEngine
+from pytest_glm5.engines.base import EngineError
+from pytest_glm5.loadgen import Workload, run_workload
+from pytest_glm5.server import launch, stop
+
+
+def _engine() -> LlamaCppEngine:
+    engine = LlamaCppEngine()
+    try:
+        engine.binary()
+    except EngineError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the llama.cpp tests: {exc}")  # never skipped in CI
+        pytest.skip(str(exc))
+    return engine
+
+
+@pytest.fixture(scope="module")
+def gguf_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pytest_glm5.tinymodel import write_gguf
+
+    return write_gguf(tmp_path_factory.mktemp("model") / "tiny.gguf")
+
+
+def llama_procs(model: Path) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if cmd and cmd[0].endswith("llama-server") and str(model) in cmd:
+            out.append(p)
+    return out
+
+
+def test_tiny_model_is_deterministic(tmp_path: Path) -> None:
+    from pytest_glm5.tinymodel import write_gguf
+
+    a = write_gguf(tmp_path / "a.gguf").read_bytes()
+    assert a == write_gguf(tmp_path / "b.gguf").read_bytes() and len(a) < 2_000_000
+
+
+def test_exact_counts_and_cross_check_with_llama_timings(gguf_model: Path, tmp_path: Path) -> None:
+    engine = _engine()
+    cfg = ServerConfig("tiny", engine="llamacpp", flags={"slots": 4, "slot-tokens": 256})
+    handle = launch(cfg, engine, str(gguf_model), tmp_path, startup_timeout=60)
+    try:
+        r = run_workload(handle.url, Workload(concurrency=4, num_prompts=24, input_len=32, output_len=96,
+                                              protocol="openai", warmup=4))
+        assert r.failed == 0 and r.metrics["total_output_tokens"] == 24 * 96  # exact, by the server's usage
+        assert all(rec.output_len == 96 and rec.finish_reason == "length" for rec in r.records)
+        timings = [rec.server_timings for rec in r.records]
+        assert all(t is not None and t["predicted_n"] == 96 and t["prompt_n"] <= 32 for t in timings)
+        # Client and server agree on decode speed (same run, ratio only): client TPOT vs llama's own per token.
+        server_tpot = statistics.median(t["predicted_ms"] / t["predicted_n"] for t in timings if t)
+        ratio = r.metrics["median_tpot_ms"] / server_tpot
+        assert 0.5 < ratio < 2.5, (r.metrics["median_tpot_ms"], server_tpot)
+        assert r.server_info.get("total_slots") == 4  # llama.cpp's /props is the identity
+    finally:
+        stop(handle, timeout=10)
+    assert llama_procs(gguf_model) == []
+
+
+LLAMA_SUITE = """
+import pytest
+
+@pytest.mark.parametrize("concurrency", [1, 2, 4])
+@pytest.mark.server_config("small")
+def test_sweep(perf, concurrency):
+    r = perf.run(f"c{concurrency}", concurrency=concurrency, num_prompts=4 * concurrency, input_len=32,
+                 output_len=64, warmup=concurrency)
+    assert r[0].metrics["total_output_tokens"] == 4 * concurrency * 64
+    perf.check(r, f"c{concurrency}", ["output_throughput"])
+
+@pytest.mark.server_config("big")
+def test_big(perf):
+    perf.check(perf.run("c8", concurrency=8, num_prompts=16, input_len=32, output_len=64), "c8")
+
+@pytest.mark.server_config("small")
+def test_small_again(sglang_server):
+    assert sglang_server.server_info()["total_slots"] == 4
+"""
+
+
+def _suite(pytester: pytest.Pytester, model: Path) -> None:
+    pytester.makefile(".toml", configs=f"""
+[defaults]
+engine = "llamacpp"
+model = "{model}"
+[config.small]
+flags = {{ slots = 4, slot-tokens = 128 }}
+[config.big]
+flags = {{ slots = 8, slot-tokens = 128 }}
+""")
+    pytester.makeini("[pytest]\nglm5_configs = configs.toml\n")
+    pytester.makepyfile(test_llama=LLAMA_SUITE)
+    (pytester.path / "baselines" / "ci-cpu").mkdir(parents=True)
+    (pytester.path / "baselines" / "ci-cpu" / "tiny.toml").write_text(
+        "# CPU engine, shared cores: wide tolerance\n[defaults]\ntolerance = 0.6\n")
+
+
+def test_llama_suite_launch_measure_baseline_update_reuse(pytester: pytest.Pytester, gguf_model: Path) -> None:
+    _engine()
+    model = pytester.path / "tiny.gguf"
+    shutil.copy(gguf_model, model)
+    _suite(pytester, model)
+    args = ("--glm5-hardware", "ci-cpu", "-p", "no:randomly")
+    result = pytester.runpytest(*args, "--update-baselines", "--glm5-keep-servers")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["small: launched pid *", "big: launched pid *",
+                                 "baselines updated (4):", "  small c1 output_throughput: new -> * (new)"])
+    text = (pytester.path / "baselines" / "ci-cpu" / "tiny.toml").read_text()
+    assert text.startswith("# CPU engine") and 'engine = "llamacpp 11434.0.0"' in text and 'hardware = "ci-cpu"' in text
+    assert "[small.c4.output_throughput]" in text and "[big.c8.output_throughput]" in text
+    assert len(llama_procs(model)) == 2  # kept
+    result = pytester.runpytest(*args, "--glm5-keep-servers")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["small: reusing kept server pid * (fingerprint matches)",
+                                 "*small * c1 * output_throughput * floor * ok*"])
+    assert "launched pid" not in result.stdout.str()
+    assert pytester.runpytest("--glm5-stop-servers").ret == 0
+    deadline = time.monotonic() + 10
+    while llama_procs(model) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert llama_procs(model) == []
+
+
+def test_llama_server_killed_mid_load(pytester: pytest.Pytester, gguf_model: Path) -> None:
+    _engine()
+    model = pytester.path / "tiny.gguf"
+    shutil.copy(gguf_model, model)
+    _suite(pytester, model)
+    pytester.makepyfile(test_kill="""
+import os, signal, threading, pytest
+
+@pytest.mark.server_config("small")
+def test_killed(bench, sglang_server):
+    threading.Timer(1.0, os.kill, (sglang_server.pid, signal.SIGKILL)).start()
+    bench(concurrency=4, num_prompts=2000, input_len=32, output_len=120, warmup=0)
+""")
+    t0 = time.monotonic()
+    result = pytester.runpytest("test_kill.py", "--glm5-hardware", "ci-cpu")
+    result.assert_outcomes(failed=1)
+    assert time.monotonic() - t0 < 30
+    result.stdout.fnmatch_lines(["*server for small died during the load run: signal SIGKILL, * s into the run at "
+                                 "concurrency 4; * requests completed*", "full log: *small-*.log"])
+    assert llama_procs(model) == []
+
+
+def test_wrapper_is_never_launched(gguf_model: Path) -> None:
+    engine = _engine()
+    argv = engine.argv(ServerConfig("x", engine="llamacpp"), str(gguf_model), "127.0.0.1", 1)
+    assert Path(argv[0]).name == "llama-server" and "-np" in argv and argv[argv.index("-c") + 1] == str(8 * 512)
+    assert sys.executable not in argv and signal.SIGTERM  # the binary itself, which takes SIGTERM
+    assert subprocess.run([argv[0], "--version"], capture_output=True, timeout=30).returncode == 0
