@@ -85,6 +85,7 @@ class BenchResult:
     aborted: str | None = None
     in_flight_at_abort: int = 0
     stalled: bool = False
+    telemetry: Any = None  # telemetry.Telemetry when NVML sampled the run
 
     @property
     def failed(self) -> int:
@@ -102,6 +103,7 @@ class BenchResult:
             "started_at": self.started_at,
             "aborted": self.aborted,
             "server_info": self.server_info,
+            "telemetry": self.telemetry.to_dict() if self.telemetry is not None else None,
         }
         if details:
             out["records"] = [asdict(r) for r in self.records]

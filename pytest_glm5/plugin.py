@@ -19,7 +19,7 @@ from .configs import ConfigError, ServerConfig, load_configs
 from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine
 from .loadgen import BenchResult, Workload
 from .perf import GateError, PerfGate, args_hash, git_commit, hardware_for
-from .report import json_report, summary_lines, verdict_table
+from .report import json_report, summary_lines, telemetry_lines, verdict_table
 from .server import (
     ConfigMismatch,
     PoolSettings,
@@ -484,7 +484,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config.stash[changes_key] = changes
     path = config.getoption("glm5_report")
     if path:
-        doc = json_report(pool.report() if pool else {}, gate.verdicts if gate else [], changes[0])
+        doc = json_report(pool.report() if pool else {}, gate.verdicts if gate else [], changes[0],
+                          gate.results if gate else None)
         Path(path).write_text(json.dumps(doc, indent=2, default=str))
 
 
@@ -505,4 +506,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(line)
     for line in summary_lines(gate.verdicts, changes, config.getoption("update_baselines"), problems, errors):
         terminalreporter.write_line(line, red=line.startswith(("regressions", "cannot")))
+    tel = telemetry_lines(gate.results)
+    if tel:
+        terminalreporter.write_line("GPU telemetry during the runs (NVML):")
+        for line in tel:
+            terminalreporter.write_line(f"  {line}")
+    elif gate.results:
+        terminalreporter.write_line(f"GPU telemetry: none ({describe(_gpus(config))})")
     sys.stdout.flush()

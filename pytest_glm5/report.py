@@ -59,10 +59,13 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     return out
 
 
-def json_report(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: Sequence[Change]) -> dict[str, Any]:
+def json_report(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: Sequence[Change],
+                results: dict[tuple[str, str], list[Any]] | None = None) -> dict[str, Any]:
     """The --glm5-report document."""
     return {
         "servers": servers,
+        "results": [{"config": c, "scenario": sc, "runs": [r.to_dict() for r in rs]}
+                    for (c, sc), rs in (results or {}).items()],
         "verdicts": [
             {"config": v.config, "scenario": v.scenario, "metric": v.metric, "measured": v.measured,
              "verdict": v.verdict, "bound": None if v.bound is None else
@@ -71,3 +74,22 @@ def json_report(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: S
             for v in verdicts],
         "baseline_changes": [c.__dict__ for c in changes],
     }
+
+
+def telemetry_lines(results: dict[tuple[str, str], list[Any]]) -> list[str]:
+    """One line per measured scenario with GPU telemetry: power, memory, utilisation, clock, across GPUs."""
+    out = []
+    for (config, scenario), rs in results.items():
+        tel = next((r.telemetry for r in reversed(rs) if getattr(r, "telemetry", None) is not None), None)
+        if tel is None or not tel.samples:
+            continue
+        s = tel.summary()
+        n = len(s)
+        power = sum(g["power_w"]["mean"] for g in s.values()) / n
+        power_max = max(g["power_w"]["max"] for g in s.values())
+        mem = max(g["memory_used_gb"]["max"] for g in s.values())
+        util = sum(g["util_pct"]["mean"] for g in s.values()) / n
+        clock = sum(g["sm_clock_mhz"]["mean"] for g in s.values()) / n
+        out.append(f"{config} {scenario}: {n} GPU, power mean {power:.0f} W (max {power_max:.0f} W), memory max "
+                   f"{mem:.1f} GB, utilisation {util:.0f}%, SM clock {clock:.0f} MHz, {len(tel.samples)} samples")
+    return out

@@ -94,3 +94,88 @@ def describe(gpus: list[Gpu] | None) -> str:
     for g in gpus:
         kinds[(g.name, g.compute_capability)] = kinds.get((g.name, g.compute_capability), 0) + 1
     return ", ".join(f"{n}x {name} (compute capability {cc})" for (name, cc), n in kinds.items())
+
+
+FIELDS = ("power_w", "memory_used_gb", "util_pct", "sm_clock_mhz", "temp_c")
+
+
+@dataclass
+class Telemetry:
+    """Samples per GPU over a load run, with their mean and max."""
+
+    hz: float
+    samples: list[dict[str, float]]  # each: t (s since start), gpu, and FIELDS
+
+    def summary(self) -> dict[int, dict[str, dict[str, float]]]:
+        """Per GPU, per field: mean and max."""
+        out: dict[int, dict[str, dict[str, float]]] = {}
+        for gpu in sorted({int(s["gpu"]) for s in self.samples}):
+            rows = [s for s in self.samples if int(s["gpu"]) == gpu]
+            out[gpu] = {f: {"mean": sum(r[f] for r in rows) / len(rows), "max": max(r[f] for r in rows)}
+                        for f in FIELDS}
+        return out
+
+    def memory_growth_gb(self) -> dict[int, float]:
+        """Per GPU: mean memory used in the last quarter of the run minus the first quarter."""
+        out: dict[int, float] = {}
+        for gpu in sorted({int(s["gpu"]) for s in self.samples}):
+            rows = [s["memory_used_gb"] for s in self.samples if int(s["gpu"]) == gpu]
+            q = max(1, len(rows) // 4)
+            out[gpu] = sum(rows[-q:]) / q - sum(rows[:q]) / q
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the summary and the samples."""
+        return {"hz": self.hz, "summary": self.summary(), "samples": self.samples}
+
+
+class Sampler:
+    """Samples NVML on a thread at `hz` while a load runs (the load owns the main thread's event loop)."""
+
+    def __init__(self, nvml: ModuleType, hz: float = 8.0) -> None:
+        import threading
+
+        self.nvml = nvml
+        self.hz = hz
+        self.samples: list[dict[str, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="glm5-nvml", daemon=True)
+        self._t0 = 0.0
+
+    def _read(self, i: int, h: Any, t: float) -> dict[str, float]:
+        n = self.nvml
+        return {
+            "t": round(t, 3),
+            "gpu": float(i),
+            "power_w": n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            "memory_used_gb": n.nvmlDeviceGetMemoryInfo(h).used / 1e9,
+            "util_pct": float(n.nvmlDeviceGetUtilizationRates(h).gpu),
+            "sm_clock_mhz": float(n.nvmlDeviceGetClockInfo(h, getattr(n, "NVML_CLOCK_SM", 1))),
+            "temp_c": float(n.nvmlDeviceGetTemperature(h, getattr(n, "NVML_TEMPERATURE_GPU", 0))),
+        }
+
+    def _run(self) -> None:
+        import time
+
+        handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(int(self.nvml.nvmlDeviceGetCount()))]
+        while not self._stop.is_set():
+            t = time.monotonic() - self._t0
+            try:
+                self.samples += [self._read(i, h, t) for i, h in enumerate(handles)]
+            except Exception:
+                return  # A GPU that stops answering ends the sampling, never the run.
+            self._stop.wait(1.0 / self.hz)
+
+    def start(self) -> Sampler:
+        """Begin sampling."""
+        import time
+
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> Telemetry:
+        """End sampling and return what was seen."""
+        self._stop.set()
+        self._thread.join(5)
+        return Telemetry(self.hz, list(self.samples))

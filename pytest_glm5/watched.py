@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 
 from .loadgen import BenchError, BenchResult, Workload, run_workload
 from .server import ServerHandle, crash_report, describe_exit, http_get, tail
+from .telemetry import Sampler, load_nvml
 
 READY_AGAIN_S = 30.0
+MEMORY_GROWTH_GB = 1.0  # more than this between the first and last quarter of a run is a leak, not noise
 
 
 @dataclass
@@ -30,6 +32,8 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
         code = server.exit_code()
         return None if code is None else f"server exited ({describe_exit(code)})"
 
+    nvml = load_nvml()
+    sampler = Sampler(nvml).start() if nvml is not None else None
     try:
         result = run_workload(server.url, workload, stop_check=died)
     except BenchError as exc:
@@ -37,6 +41,9 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
         if code is not None:
             return Measured(None, crash_report(server, code, time.monotonic() - t0, 0, 0, workload.concurrency))
         return Measured(None, f"{server.config.name}: {exc}")
+    finally:
+        telemetry = sampler.stop() if sampler is not None else None
+    result.telemetry = telemetry
     if result.stalled:
         return Measured(result, hang_report(server, result, time.monotonic() - t0))
     code = server.exit_code()
@@ -103,6 +110,11 @@ def check_stability(server: ServerHandle, workload: Workload, error_budget: int 
     if wrong:
         out.problems.append(f"{len(wrong)} completed requests did not produce exactly {workload.output_len} "
                             f"tokens (e.g. {wrong[:5]})")
+    if r.telemetry is not None:
+        grown = {g: d for g, d in r.telemetry.memory_growth_gb().items() if d > MEMORY_GROWTH_GB}
+        if grown:
+            out.problems.append("GPU memory kept growing across the run: " + ", ".join(
+                f"GPU {g} +{d:.2f} GB (last quarter vs first)" for g, d in grown.items()))
     code = server.exit_code()
     if code is not None:
         out.problems.append(f"server exited with {describe_exit(code)} right after the load")

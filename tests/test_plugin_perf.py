@@ -209,3 +209,61 @@ def test_point(perf, cfg):
     assert all(p.returncode == 0 for p in procs), outs
     doc = tomllib.loads((pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml").read_text())
     assert set(doc) == {"a", "b"} and all("output_throughput" in doc[c]["c2"] for c in ("a", "b"))
+
+
+TELEMETRY_NVML = FAKE_NVML + """
+import time
+T0 = time.monotonic()
+class _Util:
+    gpu = 87
+class _MemUsed:
+    total = 96 * 2**30
+    @property
+    def used(self):
+        return int((59.5 + GROW * (time.monotonic() - T0)) * 1e9)
+GROW = {grow}
+NVML_CLOCK_SM = 1
+NVML_TEMPERATURE_GPU = 0
+def nvmlDeviceGetMemoryInfo(h): return _MemUsed()
+def nvmlDeviceGetPowerUsage(h): return 330000
+def nvmlDeviceGetUtilizationRates(h): return _Util()
+def nvmlDeviceGetClockInfo(h, kind): return 1980
+def nvmlDeviceGetTemperature(h, kind): return 61
+"""
+
+
+@pytest.mark.parametrize("grow", [0.0, 2.0])
+def test_telemetry_sampled_during_load_and_memory_growth(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                        grow: float) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(fake_nvml=TELEMETRY_NVML.format(gpus=[("NVIDIA H200", (9, 0))] * 2, grow=grow))
+    pytester.syspathinsert()
+    monkeypatch.setenv("GLM5_NVML_MODULE", "fake_nvml")
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.server_config("t")
+def test_stable(perf):
+    perf.stability(concurrency=8, num_prompts=200, output_len=64)
+    perf.check(perf.run("c8", concurrency=8, num_prompts=64, output_len=64), "c8")
+""")
+    result = pytester.runpytest("--glm5-report", "r.json")
+    if grow:
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(["*GPU memory kept growing across the run: GPU 0 +*GB (last quarter vs first), "
+                                     "GPU 1 +*"])
+        return
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["GPU telemetry during the runs (NVML):",
+                                 "  t c8: 2 GPU, power mean 330 W (max 330 W), memory max 59.5 GB, utilisation 87%, "
+                                 "SM clock 1980 MHz, * samples"])
+    run = json.loads((pytester.path / "r.json").read_text())["results"][0]["runs"][0]
+    assert run["telemetry"]["hz"] == 8.0 and run["telemetry"]["summary"]["0"]["power_w"]["mean"] == 330.0
+    assert len(run["telemetry"]["samples"]) >= 2
+
+
+def test_no_nvml_is_said_once_never_an_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    setup(pytester)
+    monkeypatch.setenv("GLM5_NVML_MODULE", "no_such_nvml")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    assert result.stdout.str().count("GPU telemetry: none (no NVML") == 1
