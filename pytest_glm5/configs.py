@@ -12,7 +12,7 @@ from typing import Any
 CONFIG_KEYS = {"description", "engine", "model", "flags", "env", "known_issue", "known_issue_phase",
                "known_issue_concurrency", "sim_profile", "protocol", "sweep"}
 DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase", "known_issue_concurrency"}
-ENGINES = ("sglang", "sim", "llamacpp")
+ENGINES = ("sglang", "sim", "llamacpp", "transformers")
 PHASES = ("startup", "load")
 
 

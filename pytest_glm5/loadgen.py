@@ -71,6 +71,28 @@ class Workload:
 
 
 @dataclass
+class RequestShape:
+    """How requests are sent: what the server accepted in the probe (some engines refuse our preferred shape)."""
+
+    token_ids: bool = True
+    ignore_eos: bool = True
+    done_marker: bool | None = None  # seen `data: [DONE]` (None: not known yet)
+
+    @property
+    def exact_lengths(self) -> bool:
+        """Exact input and output lengths need token-id prompts and ignore_eos."""
+        return self.token_ids and self.ignore_eos
+
+    def describe(self) -> str:
+        """`token-id prompts, ignore_eos` or `text prompts (approximate lengths), ...`."""
+        parts = ["token-id prompts" if self.token_ids else "text prompts of about the asked length",
+                 "ignore_eos" if self.ignore_eos else "no ignore_eos (output lengths as the server counts them)"]
+        if self.done_marker is False:
+            parts.append("no [DONE]")
+        return ", ".join(parts)
+
+
+@dataclass
 class BenchResult:
     """What one Workload measured: metrics by bench_serving's names, the records, and the server's identity."""
 
@@ -85,6 +107,7 @@ class BenchResult:
     aborted: str | None = None
     in_flight_at_abort: int = 0
     stalled: bool = False
+    shape: RequestShape = field(default_factory=RequestShape)
     telemetry: Any = None  # telemetry.Telemetry when NVML sampled the run
 
     @property
@@ -100,6 +123,8 @@ class BenchResult:
             "metrics": self.metrics,
             "errors": self.errors,
             "max_in_flight": self.max_in_flight,
+            "request_shape": {**asdict(self.shape), "exact_lengths": self.shape.exact_lengths,
+                              "described": self.shape.describe()},
             "started_at": self.started_at,
             "aborted": self.aborted,
             "server_info": self.server_info,
@@ -117,22 +142,30 @@ def make_prompts(workload: Workload, count: int, salt: int = 0) -> list[list[int
     return [[rng.randrange(lo, hi) for _ in range(workload.input_len)] for _ in range(count)]
 
 
-def _payload(workload: Workload, prompt: list[int], output_len: int, model: str) -> tuple[str, dict[str, Any]]:
+def prompt_text(prompt: list[int]) -> str:
+    """A text prompt of about len(prompt) tokens for servers that refuse token ids (one short word per id)."""
+    return " ".join(f"w{t}" for t in prompt)
+
+
+def _payload(workload: Workload, prompt: list[int], output_len: int, model: str,
+             shape: RequestShape) -> tuple[str, dict[str, Any]]:
     if workload.protocol == "sglang":
         return "/generate", {
             "input_ids": prompt,
             "sampling_params": {"temperature": 0.0, "max_new_tokens": output_len, "ignore_eos": True},
             "stream": True,
         }
-    return "/v1/completions", {
+    body: dict[str, Any] = {
         "model": model,
-        "prompt": prompt,
+        "prompt": prompt if shape.token_ids else prompt_text(prompt),
         "max_tokens": output_len,
         "temperature": 0.0,
-        "ignore_eos": True,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if shape.ignore_eos:
+        body["ignore_eos"] = True
+    return "/v1/completions", body
 
 
 class _Stream:
@@ -146,6 +179,7 @@ class _Stream:
         self.tokens = 0
         self.done = False
         self.usage_seen = False
+        self.server_prompt_len = False  # text prompts: the server's count of prompt tokens is the truth
 
     def feed_line(self, payload: bytes, now: float) -> None:
         """One SSE `data:` payload."""
@@ -207,6 +241,8 @@ class _Stream:
         if usage and "completion_tokens" in usage:
             self.tokens = int(usage["completion_tokens"])
             self.usage_seen = True
+            if self.server_prompt_len and usage.get("prompt_tokens"):
+                self.r.prompt_len = int(usage["prompt_tokens"])
 
     def finish(self, now: float) -> None:
         self.r.latency = now - self.r.start
@@ -236,6 +272,7 @@ class LoadRunner:
         self.aborted: str | None = None
         self.in_flight_at_abort = 0
         self.stalled = False
+        self.shape = RequestShape()
         self.last_progress = time.perf_counter()
         self.stall_timeout_s: float | None = None
 
@@ -259,6 +296,27 @@ class LoadRunner:
             self.model = str(data[0].get("id", "default"))
         self.server_info = await self.fetch_server_info(session)
 
+    async def probe(self, session: aiohttp.ClientSession, workload: Workload) -> None:
+        """One small request before anything is measured: fall back to a shape the server accepts, or fail
+        with what it said (never thousands of failed requests)."""
+        prompt = make_prompts(workload, 1, salt=2)[0][:8]
+        tried: list[str] = []
+        for _ in range(3):
+            rec = await self.one(session, workload, prompt, 4)
+            if rec.success:
+                return
+            tried.append(f"{self.shape.describe()}: {rec.error}")
+            err = rec.error.lower()
+            if workload.protocol == "openai" and self.shape.token_ids and "HTTP 400" in rec.error and "prompt" in err:
+                self.shape.token_ids = False  # e.g. transformers serve: "prompt must be a string"
+            elif workload.protocol == "openai" and self.shape.ignore_eos and rec.error.startswith("HTTP 422"):
+                self.shape.ignore_eos = False  # fields outside OpenAI's schema refused
+            else:
+                break
+        hint = " (is it an SGLang server? for an OpenAI-style one use --protocol openai)" if (
+            workload.protocol == "sglang" and "HTTP 404" in tried[-1]) else ""
+        raise BenchError(f"{self.url} refuses every request shape tried{hint}: " + " | ".join(tried))
+
     async def fetch_server_info(self, session: aiohttp.ClientSession) -> dict[str, Any]:
         """The server's /server_info (SGLang) or /props (llama.cpp); empty when it has neither."""
         for path in ("/server_info", "/props"):
@@ -276,9 +334,10 @@ class LoadRunner:
         self, session: aiohttp.ClientSession, workload: Workload, prompt: list[int], output_len: int
     ) -> RequestRecord:
         """Send one streaming request and record what came back; never raises for server faults."""
-        path, body = _payload(workload, prompt, output_len, self.model)
+        path, body = _payload(workload, prompt, output_len, self.model, self.shape)
         rec = RequestRecord(start=time.perf_counter(), prompt_len=len(prompt))
         stream = _Stream(rec, workload.protocol, output_len)
+        stream.server_prompt_len = not self.shape.token_ids
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=workload.request_timeout_s)
@@ -300,6 +359,10 @@ class LoadRunner:
                             stream.feed_line(line[5:].strip(), now)
                 if rest.startswith(b"data:"):
                     stream.feed_line(rest[5:].strip(), time.perf_counter())
+                if stream.done:
+                    self.shape.done_marker = True
+                elif self.shape.done_marker is None:
+                    self.shape.done_marker = False
                 stream.finish(time.perf_counter())
         except _StreamFailure as exc:
             rec.error = str(exc)
@@ -368,6 +431,7 @@ class LoadRunner:
         async with aiohttp.ClientSession(connector=connector) as session:
             await self.preflight(session, workload)
             self._clip_vocab(workload)
+            await self.probe(session, workload)
             if workload.warmup:
                 warm = await self._phase(
                     session, workload, make_prompts(workload, workload.warmup, salt=1), min(workload.output_len, 32)
@@ -396,6 +460,7 @@ class LoadRunner:
                 aborted=self.aborted,
                 in_flight_at_abort=self.in_flight_at_abort,
                 stalled=self.stalled,
+                shape=self.shape,
             )
 
     def _clip_vocab(self, workload: Workload) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from .baselines import Change
 from .configs import ConfigError, ServerConfig, load_configs
-from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine
+from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine, TransformersEngine
 from .loadgen import BenchResult, Workload
 from .perf import GateError, PerfGate, args_hash, git_commit, hardware_for
 from .report import json_report, summary_lines, telemetry_lines, verdict_table
@@ -268,6 +268,8 @@ def _engine_factory(config: pytest.Config) -> Callable[[ServerConfig], Engine]:
             return SGLangEngine()
         if cfg.engine == "llamacpp":
             return LlamaCppEngine()
+        if cfg.engine == "transformers":
+            return TransformersEngine()
         raise ServerError(f"config {cfg.name}: engine {cfg.engine!r} is not available in this version")
 
     return engine_for
@@ -506,6 +508,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(line)
     for line in summary_lines(gate.verdicts, changes, config.getoption("update_baselines"), problems, errors):
         terminalreporter.write_line(line, red=line.startswith(("regressions", "cannot")))
+    for (cfg_name, scenario), rs in gate.results.items():
+        if rs and not rs[0].shape.exact_lengths:
+            terminalreporter.write_line(f"{cfg_name} {scenario}: lengths approximate: {rs[0].shape.describe()}")
     tel = telemetry_lines(gate.results)
     if tel:
         terminalreporter.write_line("GPU telemetry during the runs (NVML):")

@@ -21,8 +21,8 @@ def test_exact_tokens_limit_and_warmup(sim: Sim) -> None:
     assert all(rec.output_len == 16 and rec.finish_reason == "length" for rec in r.records)
     assert r.max_in_flight == 8
     assert sim.metric("sglang:sim_max_in_flight_requests") == 8  # never above C as the server saw it
-    # 1 server warmup + 8 client warmups (excluded from the figures) + 40 measured requests.
-    assert sim.metric("sglang:num_requests_total") == 1 + 8 + 40
+    # 1 server warmup + 1 probe + 8 client warmups (both excluded from the figures) + 40 measured requests.
+    assert sim.metric("sglang:num_requests_total") == 1 + 1 + 8 + 40
     assert len(r.records) == 40
     assert r.server_info["version"] == "0.5.23"
     assert 0 < r.metrics["concurrency"] <= 8
@@ -80,3 +80,24 @@ def test_scaling_ratio_in_one_run(sim_factory: Callable[..., Sim]) -> None:
     two = run_workload(s.url, Workload(concurrency=2, num_prompts=6))
     ratio = two.metrics["output_throughput"] / one.metrics["output_throughput"]
     assert ratio == pytest.approx(19.29 / 10.36, rel=0.12)
+
+
+def test_falls_back_for_servers_that_refuse_our_shape(sim_factory: Callable[..., Sim]) -> None:
+    # Like transformers serve: no token-id prompts (400), no fields outside OpenAI's schema (422), no [DONE].
+    s = sim_factory("--sim-openai-strict")
+    r = run_workload(s.url, Workload(concurrency=2, num_prompts=6, input_len=16, output_len=12, protocol="openai"))
+    assert r.failed == 0 and r.metrics["completed"] == 6
+    assert (r.shape.token_ids, r.shape.ignore_eos, r.shape.done_marker) == (False, False, False)
+    assert not r.shape.exact_lengths and "text prompts of about the asked length" in r.shape.describe()
+    assert r.to_dict()["request_shape"]["exact_lengths"] is False
+    # Lengths as the server counts them (usage), not as asked.
+    assert r.metrics["total_input_tokens"] == 6 * 16  # the emulator's tokenizer: one token per word
+    assert r.metrics["total_output_tokens"] == sum(rec.output_len for rec in r.records)
+
+
+def test_unusable_server_is_one_clear_error_before_measuring(sim_factory: Callable[..., Sim]) -> None:
+    s = sim_factory("--sim-fault", "http500=1.0", "--enable-metrics")
+    t = time.monotonic()
+    with pytest.raises(BenchError, match=r"refuses every request shape tried: token-id prompts, ignore_eos: HTTP 500"):
+        run_workload(s.url, Workload(concurrency=64, num_prompts=5000))
+    assert time.monotonic() - t < 5 and s.metric("sglang:num_requests_total") == 1  # only its own warmup ran

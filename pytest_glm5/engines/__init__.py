@@ -6,5 +6,6 @@ from .base import Engine, EngineError
 from .llamacpp import LlamaCppEngine
 from .sglang import SGLangEngine
 from .sim import SimEngine
+from .transformers import TransformersEngine
 
-__all__ = ["Engine", "EngineError", "LlamaCppEngine", "SGLangEngine", "SimEngine"]
+__all__ = ["Engine", "EngineError", "LlamaCppEngine", "SGLangEngine", "SimEngine", "TransformersEngine"]

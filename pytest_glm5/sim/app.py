@@ -30,6 +30,9 @@ from .engine import AsyncEngine, Scheduler, SimRequest, Step
 from .profile import Model, ProfileError, load_profile, resolve
 
 SGLANG_VERSION = "0.5.23"
+OPENAI_COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options",
+                            "stop", "seed", "logprobs", "echo", "presence_penalty", "frequency_penalty", "best_of",
+                            "logit_bias", "suffix", "user"}
 DECODE_LOG_INTERVAL = 40
 log = logging.getLogger("sglang.sim")
 
@@ -261,6 +264,13 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
     if not isinstance(body, dict):
         return _error(400, "request body must be a JSON object")
     prompt = body.get("prompt")
+    strict = srv.ns.sim_openai_strict
+    if strict and not isinstance(prompt, str):
+        return _error(400, "prompt must be a string")
+    extra = sorted(set(body) - OPENAI_COMPLETION_FIELDS)
+    if strict and extra:
+        return web.json_response({"detail": [{"type": "extra_forbidden", "loc": ["body", k],
+                                              "msg": "Extra inputs are not permitted"} for k in extra]}, status=422)
     plen = _prompt_len(srv, {"ids": prompt, "text": prompt}, "ids", "text")
     if isinstance(plen, web.Response):
         return plen
@@ -306,7 +316,8 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
             tail = {"id": cid, "object": "text_completion", "created": created, "model": model,
                     "choices": [], "usage": _usage(plen, req.generated)}
             await resp.write(b"data: " + orjson.dumps(tail) + b"\n\n")
-        await resp.write(b"data: [DONE]\n\n")
+        if not strict:
+            await resp.write(b"data: [DONE]\n\n")
         return resp
     finally:
         req.aborted = not req.finished

@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stop generating (HTTP stays up) once N tokens were generated: a hung scheduler")
     sim.add_argument("--sim-require-model-path", action="store_true",
                      help="fail like SGLang when --model-path does not exist (the emulator needs no weights)")
+    sim.add_argument("--sim-openai-strict", action="store_true",
+                     help="answer /v1/completions like transformers serve: text prompts only (400), no fields "
+                          "outside OpenAI's schema (422), no [DONE]")
     sim.add_argument("--sim-fault", type=_fault, action="append", default=[], metavar="KIND=P",
                      help=f"inject a fault into a fraction P of requests; KIND in {', '.join(FAULT_KINDS)}")
     return parser

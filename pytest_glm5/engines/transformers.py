@@ -1,0 +1,60 @@
+"""Hugging Face `transformers serve`: a real GPU engine on the device machine (an OpenAI-style server that
+refuses token-id prompts and ignore_eos, and sends no [DONE]; the load generator falls back for it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+from ..configs import ServerConfig
+from .base import Engine, EngineError
+
+FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("cuda-oom", r"CUDA out of memory|OutOfMemoryError"),
+    ("cuda-error", r"CUDA error|illegal memory access|device-side assert"),
+    ("traceback", r"^Traceback \(most recent call last\)|^\S*(Error|Exception): "),
+)
+
+
+class TransformersEngine(Engine):
+    """`transformers serve MODEL_DIR --continuous-batching` with bounded cache flags from the config."""
+
+    name = "transformers"
+    protocol = "openai"
+    ready_paths = ("/health",)
+    info_path = "/v1/models"
+    fatal_patterns = FATAL_PATTERNS
+
+    def _cli(self) -> list[str]:
+        found = shutil.which("transformers", path=os.path.dirname(sys.executable) + os.pathsep
+                             + os.environ.get("PATH", ""))
+        if not found:
+            raise EngineError("the `transformers` command is not installed: pip install 'transformers[serving]'")
+        return [found]
+
+    def argv(self, cfg: ServerConfig, model: str, host: str, port: int) -> list[str]:
+        """The serve command; cache bounds (--cb-*) and --device come from the config's flags."""
+        flags = ServerConfig(cfg.name, flags={k: v for k, v in cfg.flags.items() if k != "port"})
+        return [*self._cli(), "serve", model, "--host", host, "--port", str(port), *flags.flag_argv()]
+
+    def env(self, cfg: ServerConfig) -> dict[str, str]:
+        """Offline: the model is a local folder, nothing is fetched."""
+        return {"HF_HUB_OFFLINE": "1", **cfg.env}
+
+    def version(self) -> str:
+        """transformers' version in this Python."""
+        code = "import importlib.metadata as m; print(m.version('transformers'))"
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            raise EngineError(f"transformers is not importable in {sys.executable}; "
+                              "pip install 'transformers[serving]'")
+        return p.stdout.strip()
+
+    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> str | None:
+        """The model folder must exist (offline serving cannot fetch one)."""
+        self._cli()
+        if not os.path.isdir(model):
+            return f"model folder {model} does not exist (transformers serve runs offline here)"
+        return None
