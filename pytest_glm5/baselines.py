@@ -264,7 +264,7 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
     """Record measured medians as the new bounds: re-read under a lock, edit in place, replace atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     changes: list[Change] = []
-    with FileLock(str(path) + ".lock", timeout=lock_timeout):
+    with FileLock(str(path.parent / f".{path.name}.lock"), timeout=lock_timeout):
         store = BaselineStore(path)
         doc = store.doc
         for v in verdicts:

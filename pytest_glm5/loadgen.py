@@ -262,10 +262,12 @@ class _StreamFailure(Exception):
 class LoadRunner:
     """Runs Workloads against one server URL over a shared HTTP session."""
 
-    def __init__(self, url: str, stop_check: Callable[[], str | None] | None = None) -> None:
+    def __init__(self, url: str, stop_check: Callable[[], str | None] | None = None,
+                 model_hint: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.stop_check = stop_check
-        self.model = "default"
+        self.model_hint = model_hint
+        self.model = model_hint or "default"
         self.server_info: dict[str, Any] = {}
         self._in_flight = 0
         self.max_in_flight = 0
@@ -281,6 +283,12 @@ class LoadRunner:
         timeout = aiohttp.ClientTimeout(total=PREFLIGHT_TIMEOUT_S)
         try:
             async with session.get(self.url + "/v1/models", timeout=timeout) as resp:
+                if resp.status != 200 and self.model_hint:
+                    # The server answers but cannot list its models (transformers serve 5.17 answers 500
+                    # there): the model we launched it with is the id, and the probe will tell if it is not.
+                    self.model = self.model_hint
+                    self.server_info = await self.fetch_server_info(session)
+                    return
                 if resp.status != 200:
                     raise BenchError(f"{self.url}/v1/models answered HTTP {resp.status}; is this an LLM server?")
                 body = await resp.json(content_type=None)
@@ -476,7 +484,8 @@ class LoadRunner:
             pass  # An engine without a prefix cache to flush is still measurable.
 
 
-def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | None] | None = None) -> BenchResult:
+def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | None] | None = None,
+                 model_hint: str | None = None) -> BenchResult:
     """Run one Workload against url from synchronous code (the CLI and the pytest plugin)."""
     # A full collection of thousands of live streams pauses the client for tens of ms mid-run: collect
     # once before, then only the young generations while measuring.
@@ -484,6 +493,6 @@ def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | No
     threshold = gc.get_threshold()
     gc.set_threshold(threshold[0], threshold[1], 1_000_000)
     try:
-        return asyncio.run(LoadRunner(url, stop_check).run(workload))
+        return asyncio.run(LoadRunner(url, stop_check, model_hint).run(workload))
     finally:
         gc.set_threshold(*threshold)

@@ -199,6 +199,7 @@ def _gpus(config: pytest.Config) -> list[Gpu] | None:
     return config.stash[gpus_key]
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: configs of deselected tests need not exist
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Gate on hardware, check config names, mark known issues strict-xfail, group each config's tests."""
     _gate_hardware(config, items)

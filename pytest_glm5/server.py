@@ -125,6 +125,7 @@ class ServerRecord:
     crash: str | None = None
     create_time: float = 0.0
     engine_version: str = ""
+    model: str = ""
 
 
 def same_process(pid: int | None, create_time: float) -> bool:
@@ -151,6 +152,11 @@ class ServerHandle:
     def url(self) -> str:
         """Base URL, e.g. http://127.0.0.1:30000."""
         return self.record.url
+
+    @property
+    def model(self) -> str | None:
+        """The model path the server was launched with (None when unknown, e.g. an external server)."""
+        return self.record.model or None
 
     @property
     def pid(self) -> int | None:
@@ -211,7 +217,7 @@ def launch(config: ServerConfig, engine: Engine, model: str, log_dir: Path, *, s
         except OSError as exc:
             raise ServerError(f"{config.name}: cannot start {argv[0]}: {exc.strerror}") from None
     record = ServerRecord(config=config.name, url=f"http://{HOST}:{port}", port=port, pid=proc.pid,
-                          fingerprint=fingerprint, log_path=str(log_path), engine=engine.name)
+                          fingerprint=fingerprint, log_path=str(log_path), engine=engine.name, model=model)
     with contextlib.suppress(psutil.Error):
         record.create_time = psutil.Process(proc.pid).create_time()
     handle = ServerHandle(config, record, engine, proc)

@@ -35,7 +35,7 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
     nvml = load_nvml()
     sampler = Sampler(nvml).start() if nvml is not None else None
     try:
-        result = run_workload(server.url, workload, stop_check=died)
+        result = run_workload(server.url, workload, stop_check=died, model_hint=server.model)
     except BenchError as exc:
         code = server.exit_code()
         if code is not None:
