@@ -25,6 +25,7 @@ PROTOCOLS = ("sglang", "openai")
 PREFLIGHT_TIMEOUT_S = 5.0
 _JSON = {"Content-Type": "application/json"}
 STALE_RETRIES = 3
+PROBE_TRIES = 8
 
 
 class BenchError(Exception):
@@ -309,7 +310,8 @@ class LoadRunner:
         with what it said (never thousands of failed requests)."""
         prompt = make_prompts(workload, 1, salt=2)[0][:8]
         tried: list[str] = []
-        for _ in range(3):
+        transient = 0
+        for _ in range(PROBE_TRIES):
             rec = await self.one(session, workload, prompt, 4)
             if rec.success:
                 return
@@ -319,6 +321,8 @@ class LoadRunner:
                 self.shape.token_ids = False  # e.g. transformers serve: "prompt must be a string"
             elif workload.protocol == "openai" and self.shape.ignore_eos and rec.error.startswith("HTTP 422"):
                 self.shape.ignore_eos = False  # fields outside OpenAI's schema refused
+            elif not rec.error.startswith("HTTP 4") and transient < PROBE_TRIES - 3:
+                transient += 1  # a server error or a cut stream may be passing: try the same shape again
             else:
                 break
         hint = " (is it an SGLang server? for an OpenAI-style one use --protocol openai)" if (

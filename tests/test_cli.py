@@ -47,7 +47,7 @@ def test_bench_invalid_arguments() -> None:
 
 
 def test_bench_exit_1_when_requests_fail(sim_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    s = sim_factory("--sim-fault", "http500=0.5")
+    s = sim_factory("--sim-fault", "http500=0.3")
     p = glm5("bench", "--url", s.url, "--concurrency", "2", "--num-prompts", "10", "--output-len", "4",
              "--warmup", "0")
     assert p.returncode == 1
