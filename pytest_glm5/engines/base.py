@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -12,6 +13,18 @@ from ..configs import ServerConfig
 
 class EngineError(Exception):
     """An engine that cannot be used as configured; the message names the cause and the fix."""
+
+
+def python_says(python: str, code: str, unavailable: str, timeout: float = 120.0) -> str:
+    """The last line `code` prints in the given Python, or EngineError(unavailable) if it fails there."""
+    try:
+        p = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineError(f"cannot run {python}: {exc}") from None
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        raise EngineError(unavailable)
+    return lines[-1]
 
 
 class Engine(ABC):

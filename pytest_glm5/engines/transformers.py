@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 
 from ..configs import ServerConfig
-from .base import Engine, EngineError
+from .base import Engine, EngineError, python_says
 
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     ("cuda-oom", r"CUDA out of memory|OutOfMemoryError"),
@@ -45,12 +44,9 @@ class TransformersEngine(Engine):
 
     def version(self) -> str:
         """transformers' version in this Python."""
-        code = "import importlib.metadata as m; print(m.version('transformers'))"
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-        if p.returncode != 0:
-            raise EngineError(f"transformers is not importable in {sys.executable}; "
-                              "pip install 'transformers[serving]'")
-        return p.stdout.strip()
+        return python_says(sys.executable, "import importlib.metadata as m; print(m.version('transformers'))",
+                           f"transformers is not importable in {sys.executable}; pip install 'transformers[serving]'",
+                           timeout=60)
 
     def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> str | None:
         """The model folder must exist (offline serving cannot fetch one)."""
