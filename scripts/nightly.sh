@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job. First the whole GLM-5 / SM120 suite rehearsed on the emulator (any machine, ~3 minutes on
+# The main job. First the whole GLM-5 / SM120 suite rehearsed on the emulator (any machine, about 3 minutes on
 # 2 cores), then the real thing: `pytest -m sm120` against SGLang on the GPUs. On a machine without SM120
 # GPUs the real run skips every test and says what it found and what to pass instead.
 # Extra arguments go to both pytest runs (e.g. -k tp8, --update-baselines, --glm5-report out.json).
