@@ -442,7 +442,6 @@ class LoadRunner:
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         async with aiohttp.ClientSession(connector=connector) as session:
             await self.preflight(session, workload)
-            self._clip_vocab(workload)
             await self.probe(session, workload)
             if workload.warmup:
                 warm = await self._phase(
@@ -474,11 +473,6 @@ class LoadRunner:
                 stalled=self.stalled,
                 shape=self.shape,
             )
-
-    def _clip_vocab(self, workload: Workload) -> None:
-        n_vocab = self.server_info.get("vocab_size")
-        if isinstance(n_vocab, int) and n_vocab <= workload.token_low:
-            raise BenchError(f"server vocabulary ({n_vocab}) is smaller than the prompt token range")
 
     async def _flush(self, session: aiohttp.ClientSession) -> None:
         try:

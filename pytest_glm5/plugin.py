@@ -41,6 +41,8 @@ pool_key = pytest.StashKey[ServerPool]()
 gate_key = pytest.StashKey[PerfGate]()
 changes_key = pytest.StashKey[tuple[list[Change], list[str]]]()
 gpus_key = pytest.StashKey[list[Gpu] | None]()
+contexts_key = pytest.StashKey[dict[tuple[str, int | None], tuple[str, str, dict[str, Any]]]]()
+commit_key = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -140,12 +142,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"glm5: {msg}", returncode=0)
 
 
-def _configs_path(config: pytest.Config) -> Path:
-    given = _opt(config, "glm5-configs")
+def _path_opt(config: pytest.Config, name: str, default: Path) -> Path:
+    """A path option: as given (relative to where pytest was invoked), else default under the rootdir."""
+    given = _opt(config, name)
     if given is None:
-        return Path(config.rootpath) / "suites" / "configs.toml"
+        return Path(config.rootpath) / default
     path = Path(given)
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+def _configs_path(config: pytest.Config) -> Path:
+    return _path_opt(config, "glm5-configs", Path("suites") / "configs.toml")
 
 
 def server_configs(config: pytest.Config) -> dict[str, ServerConfig]:
@@ -347,17 +354,19 @@ def bench(sglang_server: ServerHandle, glm5_pool: ServerPool) -> Callable[..., B
     return run
 
 
+def _workload(server: ServerHandle, pool: ServerPool, concurrency: int, num_prompts: int, **kw: Any) -> Workload:
+    """A Workload with the run's defaults: the config's (else the engine's) protocol, the stall timeout."""
+    kw.setdefault("protocol", server.config.protocol or server.engine.protocol)
+    kw.setdefault("stall_timeout_s", pool.settings.stall_timeout)
+    return Workload(concurrency=concurrency, num_prompts=num_prompts, **kw)
+
+
 def _bench(server: ServerHandle, pool: ServerPool, concurrency: int, num_prompts: int | None,
            **kw: Any) -> BenchResult:
-    kw.setdefault("protocol", server.config.protocol or server.engine.protocol)
     kw.setdefault("warmup", concurrency)
-    kw.setdefault("stall_timeout_s", pool.settings.stall_timeout)
-    wl = Workload(concurrency=concurrency, num_prompts=num_prompts or max(8, 4 * concurrency), **kw)
-    m = measure(server, wl)
+    m = measure(server, _workload(server, pool, concurrency, num_prompts or max(8, 4 * concurrency), **kw))
     if m.problem is not None:
-        if m.result is not None and m.result.stalled:
-            pool.notice_hang(str(m.result.aborted))
-        pool.notice_death()
+        pool.after_failed_run(m.result)
         pytest.fail(m.problem, pytrace=False)
     assert m.result is not None
     return m.result
@@ -372,49 +381,48 @@ class Perf:
         self.pool = pool
         self.gate = gate
         self.config = server.config.name
-        self._where: tuple[str, dict[str, Any]] | None = None
 
     def run(self, scenario: str, concurrency: int, num_prompts: int | None = None, repeats: int | None = None,
             **kw: Any) -> list[BenchResult]:
         """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value)."""
         n = _opt(self.request.config, "glm5-repeats") or repeats or 1
-        results = [_bench(self.server, self.pool, concurrency, num_prompts, **kw) for _ in range(int(n))]
-        self.gate.results[(self.config, scenario)] = results
-        return results
+        return [_bench(self.server, self.pool, concurrency, num_prompts, **kw) for _ in range(int(n))]
 
     def stability(self, concurrency: int, num_prompts: int, error_budget: int = 0, **kw: Any) -> None:
         """Sustained load; fail with every problem found (death, errors, not ready after, fatal log lines,
         wrong output lengths)."""
-        kw.setdefault("protocol", self.server.config.protocol or self.server.engine.protocol)
         kw.setdefault("warmup", 0)
-        kw.setdefault("stall_timeout_s", self.pool.settings.stall_timeout)
-        report = check_stability(self.server, Workload(concurrency=concurrency, num_prompts=num_prompts, **kw),
+        report = check_stability(self.server, _workload(self.server, self.pool, concurrency, num_prompts, **kw),
                                  error_budget)
         if not report.ok:
-            if report.result is not None and report.result.stalled:
-                self.pool.notice_hang(str(report.result.aborted))
-            self.pool.notice_death()
+            self.pool.after_failed_run(report.result)
             pytest.fail(f"{self.config} is not stable under load at concurrency {concurrency}:\n"
                         + "\n".join(report.problems), pytrace=False)
 
     def results_of(self, scenario: str) -> list[BenchResult]:
-        """Results of a scenario measured earlier in this run for this config (empty if none)."""
+        """Results of a scenario checked earlier in this run for this config (empty if none)."""
         return list(self.gate.results.get((self.config, scenario), []))
 
     def _context(self) -> tuple[str, str, dict[str, Any]]:
-        info = self.server.server_info()
-        hw = _or_fail(lambda: hardware_for(info, self.request.config.getoption("glm5_hardware"),
-                                           _nvml_key(self.request.config)))
-        model = self.pool.model_for(self.server.config)
-        gpus = _gpus(self.request.config) if not info.get("sim") else None
-        provenance = {
-            "commit": git_commit(Path(self.request.config.rootpath)),
-            "engine": f"{self.server.engine.name} {self.server.record.engine_version or info.get('version', '?')}",
-            "server_args": args_hash(info),
-            "driver": gpus[0].driver if gpus else "",
-            "hardware": hw,
-        }
-        return hw, model, provenance
+        # Once per server (and the commit once per run): a check needs no HTTP call or git subprocess.
+        config = self.request.config
+        contexts = config.stash.setdefault(contexts_key, {})
+        key = (self.server.url, self.server.pid)
+        if key not in contexts:
+            info = self.server.server_info()
+            hw = _or_fail(lambda: hardware_for(info, config.getoption("glm5_hardware"), _nvml_key(config)))
+            if commit_key not in config.stash:
+                config.stash[commit_key] = git_commit(Path(config.rootpath))
+            gpus = _gpus(config) if not info.get("sim") else None
+            version = self.server.record.engine_version or info.get("version", "?")
+            contexts[key] = (hw, self.pool.model_for(self.server.config), {
+                "commit": config.stash[commit_key],
+                "engine": f"{self.server.engine.name} {version}",
+                "server_args": args_hash(info),
+                "driver": gpus[0].driver if gpus else "",
+                "hardware": hw,
+            })
+        return contexts[key]
 
     def check(self, results: BenchResult | list[BenchResult], scenario: str,
               metrics: list[str] | None = None) -> None:
@@ -448,18 +456,11 @@ def _nvml_key(config: pytest.Config) -> str | None:
     return hardware_key(gpus) if gpus else None
 
 
-def _baselines_root(config: pytest.Config) -> Path:
-    given = _opt(config, "glm5-baselines")
-    if given is None:
-        return Path(config.rootpath) / "baselines"
-    path = Path(given)
-    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
-
-
 @pytest.fixture(scope="session")
 def glm5_gate(request: pytest.FixtureRequest) -> PerfGate:
     """The run's perf gate: verdicts and baselines stores."""
-    gate = PerfGate(_baselines_root(request.config), strict=bool(request.config.getoption("glm5_strict_baselines")))
+    gate = PerfGate(_path_opt(request.config, "glm5-baselines", Path("baselines")),
+                    strict=bool(request.config.getoption("glm5_strict_baselines")))
     request.config.stash[gate_key] = gate
     return gate
 

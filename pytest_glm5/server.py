@@ -15,12 +15,15 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
 from .configs import ServerConfig
 from .engines.base import Engine, EngineError
+
+if TYPE_CHECKING:
+    from .loadgen import BenchResult
 
 HOST = "127.0.0.1"
 POLL_S = 0.25
@@ -413,6 +416,13 @@ class ServerPool:
         self.failures[name] = f"server for {name} crashed earlier: {reason}"
         self._say(name, f"crashed: {reason}")
 
+    def after_failed_run(self, result: BenchResult | None) -> None:
+        """After a load run that failed: a stalled one hung the server, otherwise it may have died."""
+        if result is not None and result.stalled:
+            self.notice_hang(str(result.aborted))
+        else:
+            self.notice_death()
+
     def notice_hang(self, reason: str) -> None:
         """The current server is alive but stuck: stop it without a graceful wait; its config fails fast after."""
         handle = self.current
@@ -437,7 +447,7 @@ class ServerPool:
                                       + "".join(f"; {p}" for p in picked) + where)
         rec = self.records.setdefault(config.name, ServerRecord(config.name, "", 0, None, "", "", ""))
         rec.how = "failed"
-        rec.why = message.splitlines()[0]
+        rec.why = lines[0]
         return ServerError(message)
 
     def _attach(self, config: ServerConfig, engine: Engine) -> ServerHandle:
@@ -553,11 +563,16 @@ def _flag_values(before: list[str], now: list[str]) -> list[tuple[str, str, str]
     return [(k, a[k], b[k]) for k in a if k in b and a[k] != b[k]]
 
 
+def _log_story(handle: ServerHandle, max_lines: int) -> tuple[list[str], list[str]]:
+    """The log's last 400 lines and, of those, the last max_lines its engine's fatal patterns pick."""
+    lines = tail(handle.log_path, 400) if handle.log_path else []
+    return lines, handle.engine.fatal_lines(lines)[-max_lines:]
+
+
 def crash_reason(handle: ServerHandle, code: int, max_lines: int = 8) -> str:
     """How a server died: exit status, the log lines its engine's patterns pick, and the full log's path."""
+    _, picked = _log_story(handle, max_lines)
     log = handle.log_path
-    lines = tail(log, 400) if log else []
-    picked = handle.engine.fatal_lines(lines)[-max_lines:]
     text = describe_exit(code)
     if picked:
         text += "; " + " | ".join(picked)
@@ -567,9 +582,8 @@ def crash_reason(handle: ServerHandle, code: int, max_lines: int = 8) -> str:
 def crash_report(handle: ServerHandle, code: int, elapsed_s: float, completed: int, in_flight: int,
                  concurrency: int, failed: int = 0) -> str:
     """The failure of a load run whose server died: when, what was in flight, why (log lines), where the log is."""
+    lines, picked = _log_story(handle, 12)
     log = handle.log_path
-    lines = tail(log, 400) if log else []
-    picked = handle.engine.fatal_lines(lines)[-12:]
     cut = f", {failed} cut off by the death" if failed else ""
     out = [f"server for {handle.config.name} died during the load run: {describe_exit(code)}, {elapsed_s:.1f} s "
            f"into the run at concurrency {concurrency}; {completed} requests completed{cut}, {in_flight} in flight "
