@@ -1,3 +1,31 @@
-"""pytest-glm5: the performance regression gate for LLM serving (GLM-5 under SGLang on SM120)."""
+"""pytest-glm5: the performance regression gate for LLM serving (GLM-5 under SGLang on SM120).
+
+The public API, importable without pytest: `from pytest_glm5 import Workload, run_workload, Perf, ...`.
+Names load on first use, so `python -m pytest_glm5.sim` starts without the plugin's modules.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 __version__ = "0.1.0"
+
+_PUBLIC = {
+    "BenchResult": "loadgen", "Workload": "loadgen", "run_workload": "loadgen", "BenchError": "loadgen",
+    "ServerConfig": "configs", "load_configs": "configs", "ConfigError": "configs",
+    "ServerHandle": "process", "ServerError": "process", "launch": "process", "stop": "process",
+    "ServerPool": "pool", "PoolSettings": "pool",
+    "Perf": "perf", "PerfRun": "perf", "bench": "perf",
+    "PerfGate": "gate", "GateError": "gate",
+    "Verdict": "baselines", "BaselineStore": "baselines", "BaselineError": "baselines",
+    "Provenance": "provenance",
+    "Settings": "settings", "SettingsError": "settings",
+}
+__all__ = ["__version__", *sorted(_PUBLIC)]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(import_module(f".{_PUBLIC[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

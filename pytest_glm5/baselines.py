@@ -30,7 +30,8 @@ from filelock import FileLock
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import Table
 
-from .metrics import higher_is_better, known_metric_names
+from .metrics import higher_is_better, known_metric_names, summarize_repeats
+from .textfiles import read_utf8
 
 DEFAULT_TOLERANCE = 0.05
 ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -44,6 +45,7 @@ ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
     "method": str,
     "note": str,
     "provenance": dict,
+    "workload": dict,
 }
 DEFAULTS_KEYS = {"tolerance", "latency_slack_ms", "note", "source", "method"}
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -64,6 +66,7 @@ class Bound:
     measured: float | None = None
     source: str = ""
     slack: float = 0.0  # absolute allowance for ceilings, in the metric's unit (ms)
+    workload: dict[str, Any] | None = None  # the load it was recorded under (None: not recorded)
 
 
 @dataclass
@@ -75,9 +78,11 @@ class Verdict:
     metric: str
     measured: float
     bound: Bound | None
-    verdict: str  # pass / regression / improvement / new
+    verdict: str  # pass / regression / improvement / new / workload changed
     spread: dict[str, Any] = field(default_factory=dict)
     samples: list[float] = field(default_factory=list)
+    workload: dict[str, Any] = field(default_factory=dict)  # concurrency, lengths, protocol of this measurement
+    provenance: dict[str, Any] = field(default_factory=dict)  # who measured it: hardware, commit, engine, ...
 
     @property
     def delta(self) -> float | None:
@@ -93,12 +98,28 @@ class Verdict:
         head = f"{self.config} {self.scenario} {self.metric} {fmt(self.measured)}{unit}"
         if self.bound is None:
             return f"{head} (new: no baseline yet)"
+        if self.verdict == WORKLOAD_CHANGED:
+            return (f"{head} (workload changed: baseline recorded with {describe_workload(self.bound.workload)}, "
+                    f"measured with {describe_workload(self.workload)}; not compared, record it with "
+                    "--update-baselines)")
         b = self.bound
         sign = "<" if self.measured < b.value else (">" if self.measured > b.value else "=")
         raw = (self.measured - b.value) / b.value * 100 if b.value else 0.0
         slack = f" or {b.slack:g}{unit}" if b.slack else ""
         return (f"{head} {sign} {b.kind} {fmt(b.value)}{unit} ({raw:+.1f}%, "
                 f"tolerance {b.tolerance * 100:g}%{slack})")
+
+
+WORKLOAD_CHANGED = "workload changed"
+WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol")
+
+
+def describe_workload(workload: dict[str, Any] | None) -> str:
+    """`c1 128/128 sglang`, or `an unrecorded workload`."""
+    if not workload:
+        return "an unrecorded workload"
+    return (f"c{workload.get('concurrency', '?')} {workload.get('input_len', '?')}/{workload.get('output_len', '?')} "
+            f"{workload.get('protocol', '?')}")
 
 
 def unit_of(metric: str) -> str:
@@ -120,20 +141,24 @@ def fmt(value: float) -> str:
 
 
 def judge(config: str, scenario: str, metric: str, samples: list[float], bound: Bound | None,
-          spread: dict[str, Any]) -> Verdict:
-    """Median against the bound: regression past tolerance, improvement past tolerance the other way."""
-    ordered = sorted(samples)
-    n = len(ordered)
-    median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+          spread: dict[str, Any] | None = None, workload: dict[str, Any] | None = None) -> Verdict:
+    """Median against the bound: regression past tolerance, improvement past tolerance the other way; a bound
+    recorded under another workload is not compared."""
+    summary = summarize_repeats(samples)
+    median = float(summary.pop("median"))
+    spread = summary if spread is None else spread
+    wl = dict(workload or {})
     if bound is None:
-        return Verdict(config, scenario, metric, median, None, "new", spread, samples)
+        return Verdict(config, scenario, metric, median, None, "new", spread, samples, wl)
+    if bound.workload is not None and wl and any(bound.workload.get(k) != wl.get(k) for k in WORKLOAD_KEYS):
+        return Verdict(config, scenario, metric, median, bound, WORKLOAD_CHANGED, spread, samples, wl)
     lo = min(bound.value * (1 - bound.tolerance), bound.value - bound.slack)
     hi = max(bound.value * (1 + bound.tolerance), bound.value + bound.slack)
     if bound.kind == "floor":
         verdict = "regression" if median < lo else ("improvement" if median > hi else "pass")
     else:
         verdict = "regression" if median > hi else ("improvement" if median < lo else "pass")
-    return Verdict(config, scenario, metric, median, bound, verdict, spread, samples)
+    return Verdict(config, scenario, metric, median, bound, verdict, spread, samples, wl)
 
 
 def _validate(path: Path, doc: dict[str, Any]) -> None:
@@ -200,9 +225,11 @@ class BaselineStore:
         if not self.path.exists():
             return tomlkit.document()
         try:
-            doc = tomlkit.parse(self.path.read_text())
+            doc = tomlkit.parse(read_utf8(self.path))
         except TOMLKitError as exc:
             raise BaselineError(f"{self.path}: invalid TOML: {exc}") from None
+        except UnicodeError as exc:
+            raise BaselineError(str(exc)) from None
         except OSError as exc:
             raise BaselineError(f"{self.path}: cannot read: {exc.strerror}") from None
         _validate(self.path, doc.unwrap())
@@ -219,9 +246,10 @@ class BaselineStore:
             return None
         kind = "floor" if "floor" in entry else "ceiling"
         slack = float(self.doc.get("defaults", {}).get("latency_slack_ms", 0.0)) if kind == "ceiling" else 0.0
+        workload = entry.get("workload")
         return Bound(metric, kind, float(entry[kind]), float(entry.get("tolerance", self.default_tolerance())),
                      float(entry["measured"]) if "measured" in entry else None, str(entry.get("source", "")),
-                     slack)
+                     slack, dict(workload) if workload is not None else None)
 
     def metrics_of(self, config: str, scenario: str) -> list[str]:
         """The metrics the file holds for this config and scenario."""
@@ -254,26 +282,38 @@ def noise_tolerance(spread: dict[str, Any], default: float) -> float | None:
 
 
 def select_updates(verdicts: Iterable[Verdict], mode: str) -> list[Verdict]:
-    """Which verdicts --update-baselines writes: new and improvements; with mode 'all' regressions too."""
-    wanted = {"new", "improvement"} | ({"regression", "pass"} if mode == "all" else set())
+    """Which verdicts --update-baselines writes: new, improved and re-measured under a changed workload; with
+    mode 'all' regressions too. Passing entries are never rewritten."""
+    wanted = {"new", "improvement", WORKLOAD_CHANGED} | ({"regression"} if mode == "all" else set())
     return [v for v in verdicts if v.verdict in wanted]
 
 
-def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any], today: str | None = None,
-                  lock_timeout: float = 60.0) -> list[Change]:
-    """Record measured medians as the new bounds: re-read under a lock, edit in place, replace atomically."""
+def _better(kind: str, new: float, old: float) -> bool:
+    return new > old if kind == "floor" else new < old
+
+
+def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any] | None = None,
+                  today: str | None = None, lock_timeout: float = 60.0) -> list[Change]:
+    """Record measured medians as the new bounds: re-read under a lock, edit in place, replace atomically.
+
+    Each entry is stamped with its own verdict's provenance and workload. The file is re-read under the lock, so
+    a bound another run wrote meanwhile is seen: a new or improved value never lowers a floor (or raises a
+    ceiling) that is already better; only an explicit regression update (`=all`) moves a bound the worse way."""
     path.parent.mkdir(parents=True, exist_ok=True)
     changes: list[Change] = []
     with FileLock(str(path.parent / f".{path.name}.lock"), timeout=lock_timeout):
         store = BaselineStore(path)
         doc = store.doc
+        added: list[tuple[str, str, str, Any]] = []
         for v in verdicts:
-            table = _ensure(doc, v.config, v.scenario)
             kind = "floor" if higher_is_better(v.metric) else "ceiling"
-            old = table.get(v.metric)
-            entry: Any = old if old is not None else tomlkit.table()
-            before = float(entry[kind]) if kind in entry else None
+            old = doc.get(v.config, {}).get(v.scenario, {}).get(v.metric)
+            before = float(old[kind]) if old is not None and kind in old else None
             value = round(v.measured, 4)
+            if before is not None and v.verdict != "regression" and not _better(kind, value, before) \
+                    and not (v.verdict == WORKLOAD_CHANGED and _workload_differs(old, v.workload)):
+                continue  # another writer recorded a better bound since this run read the file
+            entry: Any = old if old is not None else tomlkit.table()
             entry[kind] = value
             entry["measured"] = value
             if v.spread:
@@ -282,13 +322,50 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
                 noisy = noise_tolerance(v.spread, store.default_tolerance())
                 if old is None and noisy is not None:
                     entry["tolerance"] = noisy
+            if v.workload:
+                entry["workload"] = _inline(v.workload)
             entry["updated"] = today or dt.date.today().isoformat()
-            entry["provenance"] = _inline(provenance)
+            entry["provenance"] = _inline(v.provenance or provenance or {})
             if old is None:
-                table[v.metric] = entry
+                added.append((v.config, v.scenario, v.metric, entry))
             changes.append(Change(v.config, v.scenario, v.metric, before, value, v.verdict))
-        _atomic_write(path, tomlkit.dumps(doc))
+        text = _insert_tables(tomlkit.dumps(doc), added)
+        tomlkit.parse(text)  # what is written must read back
+        _atomic_write(path, text)
     return changes
+
+
+def _workload_differs(entry: Any, workload: dict[str, Any]) -> bool:
+    recorded = entry.get("workload")
+    return recorded is None or any(recorded.get(k) != workload.get(k) for k in WORKLOAD_KEYS)
+
+
+_HEADER_RE = re.compile(r"^\s*\[([A-Za-z0-9_.-]+)\]\s*(#.*)?$")
+
+
+def _insert_tables(text: str, added: list[tuple[str, str, str, Any]]) -> str:
+    """New entries as `[config.scenario.metric]` tables: after the config's last table, before the comments and
+    blank lines that introduce the next header (they belong to it), with a blank line before each header. A
+    config the file does not hold yet goes at the end."""
+    lines = text.splitlines()
+    for config, scenario, metric, entry in added:
+        body = tomlkit.document()
+        for key, value in entry.items():
+            body[key] = value
+        block = ["", f"[{config}.{scenario}.{metric}]", *tomlkit.dumps(body).rstrip("\n").splitlines()]
+        headers = [(i, m.group(1)) for i, line in enumerate(lines) if (m := _HEADER_RE.match(line))]
+        own = [i for i, key in headers if key.split(".")[0] == config]
+        if not own:
+            while lines and not lines[-1].strip():
+                lines.pop()
+            lines += block
+            continue
+        following = [i for i, _ in headers if i > own[-1]]
+        at = following[0] if following else len(lines)
+        while at > own[-1] + 1 and (not lines[at - 1].strip() or lines[at - 1].lstrip().startswith("#")):
+            at -= 1
+        lines[at:at] = block
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _inline(values: dict[str, Any]) -> Any:
@@ -310,18 +387,24 @@ def _ensure(doc: tomlkit.TOMLDocument, config: str, scenario: str) -> Table:
 def _atomic_write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        if path.exists():
-            with contextlib.suppress(OSError):
-                os.chmod(tmp, path.stat().st_mode & 0o777)
+        # mkstemp makes 0600: a baselines file is meant to be read by everyone who reads the repository.
+        with contextlib.suppress(OSError):
+            os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def baseline_path(root: Path, hardware: str, model: str) -> Path:

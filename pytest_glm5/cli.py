@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .loadgen import PROTOCOLS, BenchError, BenchResult, Workload, run_workload
+from .settings import parse_url
 
 TABLE_COLUMNS = (
     ("conc", "concurrency", "{:.0f}"),
@@ -34,6 +37,45 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _url(text: str) -> str:
+    try:
+        return parse_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= low, else argparse's one-line error naming the option."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}")
+        return value
+
+    return parse
+
+
+# Sockets beside the streams: stdio, the event loop, DNS, the server_info and flush calls.
+FD_MARGIN = 64
+
+
+def raise_open_files_limit(concurrency: int) -> None:
+    """Make room for one socket per stream, as bench_serving does (it raises the soft limit to the hard one);
+    ValueError when even the hard limit is too low, with the fix."""
+    need = concurrency + FD_MARGIN
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            raise ValueError(f"concurrency {concurrency} needs about {need} open files, but the limit is {hard} "
+                             f"(hard); raise it (ulimit -n {need}, or nofile in /etc/security/limits.conf) or "
+                             "lower the concurrency")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else need, hard))
+
+
 def format_table(results: list[BenchResult]) -> str:
     """bench results as an aligned text table, one row per concurrency."""
     head = ["limit"] + [c[0] for c in TABLE_COLUMNS]
@@ -49,15 +91,16 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p = sub.add_parser("bench", help="closed-loop streaming measurement of a running server",
                        description="Closed-loop streaming load at each concurrency; metrics by SGLang "
                                    "bench_serving's formulas.")
-    p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--url", required=True, type=_url, help="server base URL, e.g. http://127.0.0.1:30000")
     p.add_argument("--concurrency", type=_int_list, default=[1], help="comma-separated, e.g. 1,2,256")
-    p.add_argument("--num-prompts", type=int, default=None,
+    p.add_argument("--num-prompts", type=_int_at_least(1), default=None,
                    help="requests per concurrency (default: 4 x concurrency, at least 8)")
-    p.add_argument("--input-len", type=int, default=128)
-    p.add_argument("--output-len", type=int, default=128)
+    p.add_argument("--input-len", type=_int_at_least(1), default=128)
+    p.add_argument("--output-len", type=_int_at_least(1), default=128)
     p.add_argument("--protocol", choices=PROTOCOLS, default="sglang",
                    help="sglang: native /generate; openai: /v1/completions")
-    p.add_argument("--warmup", type=int, default=None, help="warmup requests, excluded (default: concurrency)")
+    p.add_argument("--warmup", type=_int_at_least(0), default=None,
+                   help="warmup requests, excluded (default: concurrency)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--json", type=Path, default=None, help="write one record per concurrency (JSON list)")
     p.add_argument("--details", action="store_true", help="include per-request records in --json")
@@ -67,6 +110,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     """Run `glm5 bench`; one-line errors, non-zero exit on failure."""
     results: list[BenchResult] = []
     try:
+        raise_open_files_limit(max(ns.concurrency))
         for c in ns.concurrency:
             wl = Workload(concurrency=c, num_prompts=ns.num_prompts or max(8, 4 * c), input_len=ns.input_len,
                           output_len=ns.output_len, protocol=ns.protocol,
@@ -93,6 +137,16 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The `glm5` command's parser (`sim` takes SGLang's own flags, parsed by the emulator)."""
+    parser = argparse.ArgumentParser(prog="glm5", description="pytest-glm5 command line")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("sim", help="run the SGLang 0.5.23 emulator (takes `sglang serve` flags and --sim-*)",
+                   add_help=False)
+    _bench_parser(sub)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `glm5` console script."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -100,12 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         from .sim.app import main as sim_main
 
         return sim_main(args[1:])
-    parser = argparse.ArgumentParser(prog="glm5", description="pytest-glm5 command line")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("sim", help="run the SGLang 0.5.23 emulator (takes `sglang serve` flags and --sim-*)",
-                   add_help=False)
-    _bench_parser(sub)
-    ns = parser.parse_args(args)
+    ns = build_parser().parse_args(args)
     if ns.cmd == "bench":
         return cmd_bench(ns)
     return 2

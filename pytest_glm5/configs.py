@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .textfiles import read_utf8
+
 CONFIG_KEYS = {"description", "engine", "model", "flags", "env", "known_issue", "known_issue_phase",
                "known_issue_concurrency", "sim_profile", "protocol", "sweep"}
 DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase", "known_issue_concurrency"}
@@ -88,11 +90,15 @@ def _check_table(where: str, table: dict[str, Any], allowed: set[str]) -> None:
 def load_configs(path: Path) -> dict[str, ServerConfig]:
     """Read and validate a configs file; ConfigError names the file, line, table and key of a problem."""
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(read_utf8(path))
     except FileNotFoundError:
         raise ConfigError(f"{path}: configs file not found (set --glm5-configs or ini glm5_configs)") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except UnicodeError as exc:
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the configs file: {exc.strerror}") from None
     unknown = sorted(set(data) - {"defaults", "config"})
     if unknown:
         raise ConfigError(f"{path}: unknown top-level key {unknown[0]!r}; expected [defaults] and [config.NAME]")

@@ -1,159 +1,143 @@
-"""The perf gate of one run: results per config and scenario, verdicts against baselines, and updates."""
+"""The test-facing API: `bench(...)` and `perf.run / check / check_value / stability`, without pytest.
+
+What fails a test is injected (`fail(message)`, pytest.fail in the plugin), as pytest-benchmark's fixture takes
+its warner: this module is usable from any harness and from the CLI.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, Protocol
 
-from .baselines import (
-    BaselineError,
-    BaselineStore,
-    Change,
-    Verdict,
-    baseline_path,
-    judge,
-    select_updates,
-    write_updates,
-)
-from .loadgen import BenchResult
-from .metrics import summarize_repeats
-
-VOLATILE_INFO_KEYS = {"port", "host", "startup_time", "status", "internal_states", "launch_command", "nccl_port",
-                      "random_seed"}
+from .gate import Checked, GateError, PerfGate
+from .loadgen import BenchResult, Workload
+from .pool import ServerPool
+from .process import ServerHandle
+from .provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
+from .telemetry import Gpu
+from .watched import Measured, check_stability, measure
 
 
-class GateError(Exception):
-    """The gate cannot judge (no hardware key, a broken baselines file); the message says why and what to do."""
+class Fail(Protocol):
+    """Ends the test with a message (pytest.fail(msg, pytrace=False) in the plugin)."""
 
-
-def hardware_for(server_info: dict[str, Any], given: str | None, nvml_key: str | None) -> str:
-    """The hardware key of a server: --glm5-hardware, the emulator's profile and time scale, or NVML's."""
-    sim = server_info.get("sim")
-    if isinstance(sim, dict):
-        key = f"sim-{sim.get('profile')}-x{float(sim.get('time_scale', 1.0)):g}"
-        if given and given != key:
-            raise GateError(f"--glm5-hardware {given} given for an emulator run; emulator baselines are keyed "
-                            f"{key} and never mix with real hardware or other time scales")
-        return key
-    if given:
-        if given.startswith("sim-"):
-            raise GateError(f"--glm5-hardware {given} names emulator baselines, but the server is not the emulator")
-        return given
-    if nvml_key is None:
-        raise GateError("cannot tell which hardware this server runs on: NVML is not available here (or the "
-                        "server is remote); pass --glm5-hardware KEY, e.g. 8x-rtx-pro-6000-blackwell-sm120")
-    return nvml_key
-
-
-def args_hash(server_info: dict[str, Any]) -> str:
-    """Hash of the server's resolved args, without what changes from launch to launch."""
-    stable = {k: v for k, v in server_info.items() if k not in VOLATILE_INFO_KEYS}
-    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def git_commit(root: Path) -> str:
-    """The suite's git commit (short), with `+dirty` for uncommitted changes; `unknown` outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=10)
-        if head.returncode != 0:
-            return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10)
-        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
+    def __call__(self, message: str) -> NoReturn: ...
 
 
 @dataclass
-class Checked:
-    """What one perf.check produced: verdicts and the lines that fail the test."""
+class PerfRun:
+    """What every test of one run shares: the pool, the gate, and how provenance is found."""
 
-    verdicts: list[Verdict]
-    failures: list[str]
-
-
-@dataclass
-class PerfGate:
-    """Holds every verdict of the run, the baselines stores, and writes updates at the end."""
-
+    pool: ServerPool
+    gate: PerfGate
     root: Path
-    strict: bool = False
-    stores: dict[Path, BaselineStore] = field(default_factory=dict)
-    verdicts: list[Verdict] = field(default_factory=list)
-    results: dict[tuple[str, str], list[BenchResult]] = field(default_factory=dict)
-    where: dict[tuple[str, str], tuple[Path, dict[str, Any]]] = field(default_factory=dict)
-    crashed: dict[str, str] = field(default_factory=dict)
+    hardware: str | None = None  # --glm5-hardware
+    repeats: int | None = None  # --glm5-repeats: overrides each scenario's own
+    gpus: Callable[[], list[Gpu] | None] = lambda: None
+    nvml_key: Callable[[], str | None] = lambda: None
+    provenances: dict[tuple[str, int | None], Provenance] = field(default_factory=dict)
+    commit: str | None = None
 
-    def store(self, hardware: str, model: str) -> tuple[Path, BaselineStore]:
-        """The store of this hardware and model (read once per run)."""
-        path = baseline_path(self.root, hardware, model)
-        if path not in self.stores:
-            try:
-                self.stores[path] = BaselineStore(path)
-            except BaselineError as exc:
-                raise GateError(str(exc)) from None
-        return path, self.stores[path]
+    def provenance(self, server: ServerHandle) -> Provenance:
+        """Once per server (the commit once per run): a check needs no HTTP call or git subprocess."""
+        key = (server.url, server.pid)
+        if key not in self.provenances:
+            info = server.server_info()
+            hw = hardware_for(info, self.hardware, self.nvml_key())
+            if self.commit is None:
+                self.commit = git_commit(self.root)
+            gpus = self.gpus() if not info.get("sim") else None
+            version = server.record.engine_version or info.get("version", "?")
+            self.provenances[key] = Provenance(
+                hardware=hw, model=self.pool.model_for(server.config), commit=self.commit,
+                engine=f"{server.engine.name} {version}", server_args=args_hash(info),
+                driver=gpus[0].driver if gpus else "")
+        return self.provenances[key]
 
-    def check(self, config: str, scenario: str, results: Sequence[BenchResult], metrics: Sequence[str] | None,
-              hardware: str, model: str, provenance: dict[str, Any]) -> Checked:
-        """Hold the median of each metric over repeats against its bound."""
-        failures: list[str] = []
-        for r in results:
-            if r.failed or r.aborted:
-                errs = "; ".join(r.errors[:3]) or "no error text"
-                failures.append(f"{config} {scenario}: {r.failed} of {r.workload.num_prompts} requests failed at "
-                                f"concurrency {r.workload.concurrency}: {errs}")
-        self.results[(config, scenario)] = list(results)
-        if failures:
-            return Checked([], failures)
-        path, store = self.store(hardware, model)
-        names = list(metrics or []) or store.metrics_of(config, scenario) or ["output_throughput"]
-        values = {m: [r.metrics[m] for r in results] for m in names}
-        return self._judge(config, scenario, values, store, path, provenance)
 
-    def check_values(self, config: str, scenario: str, metric: str, samples: Sequence[float], hardware: str,
-                     model: str, provenance: dict[str, Any]) -> Checked:
+def workload(server: ServerHandle, run: PerfRun, concurrency: int, num_prompts: int, **kw: Any) -> Workload:
+    """A Workload with the run's defaults: the config's (else the engine's) protocol, the stall timeout."""
+    kw.setdefault("protocol", server.config.protocol or server.engine.protocol)
+    kw.setdefault("stall_timeout_s", run.pool.settings.stall_timeout)
+    return Workload(concurrency=concurrency, num_prompts=num_prompts, **kw)
+
+
+def after_failed_run(pool: ServerPool, m: Measured | None, not_answering: bool) -> None:
+    """A load run that failed: a server alive but not answering is stopped as hung; otherwise it may have died."""
+    if not_answering:
+        why = (m.result.aborted if m is not None and m.result is not None and m.result.aborted else "not answering")
+        pool.notice_hang(str(why))
+    else:
+        pool.notice_death()
+
+
+def bench(server: ServerHandle, run: PerfRun, fail: Fail, concurrency: int = 1, num_prompts: int | None = None,
+          **kw: Any) -> BenchResult:
+    """One watched measurement; a death, hang or unanswered server fails the test with its report."""
+    kw.setdefault("warmup", concurrency)
+    try:
+        wl = workload(server, run, concurrency, num_prompts or max(8, 4 * concurrency), **kw)
+    except ValueError as exc:
+        fail(f"bad workload for {server.config.name}: {exc}")
+    m = measure(server, wl)
+    if m.problem is not None:
+        after_failed_run(run.pool, m, m.not_answering)
+        fail(m.problem)
+    assert m.result is not None
+    return m.result
+
+
+class Perf:
+    """The `perf` fixture: run scenarios against this test's server and hold them against baselines."""
+
+    def __init__(self, server: ServerHandle, run: PerfRun, fail: Fail) -> None:
+        self.server = server
+        self.run_state = run
+        self.fail = fail
+        self.config = server.config.name
+
+    def run(self, scenario: str, concurrency: int, num_prompts: int | None = None, repeats: int | None = None,
+            **kw: Any) -> list[BenchResult]:
+        """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value)."""
+        n = self.run_state.repeats or repeats or 1
+        return [bench(self.server, self.run_state, self.fail, concurrency, num_prompts, **kw) for _ in range(n)]
+
+    def stability(self, concurrency: int, num_prompts: int, error_budget: int = 0, **kw: Any) -> None:
+        """Sustained load; fail with every problem found (death, errors, not ready after, fatal log lines,
+        wrong output lengths)."""
+        kw.setdefault("warmup", 0)
+        report = check_stability(self.server, workload(self.server, self.run_state, concurrency, num_prompts, **kw),
+                                 error_budget)
+        if not report.ok:
+            after_failed_run(self.run_state.pool, None, report.not_answering)
+            self.fail(f"{self.config} is not stable under load at concurrency {concurrency}:\n"
+                      + "\n".join(report.problems))
+
+    def results_of(self, scenario: str) -> list[BenchResult]:
+        """Results of a scenario checked earlier in this run for this config (empty if none)."""
+        return list(self.run_state.gate.results.get((self.config, scenario), []))
+
+    def _judged(self, judge: Callable[[Provenance], Checked]) -> Checked:
+        problem = None
+        try:
+            checked = judge(self.run_state.provenance(self.server))
+        except (GateError, HardwareError) as exc:
+            problem = str(exc)  # outside the except block: the report shows the cause alone, no chain
+        if problem is not None:
+            self.fail(problem)
+        if checked.failures:
+            self.fail("\n".join(checked.failures))
+        return checked
+
+    def check(self, results: BenchResult | list[BenchResult], scenario: str,
+              metrics: list[str] | None = None) -> Checked:
+        """Hold each metric's median against its floor or ceiling; fail with one line per regression."""
+        rs = results if isinstance(results, list) else [results]
+        return self._judged(lambda prov: self.run_state.gate.check(self.config, scenario, rs, metrics, prov))
+
+    def check_value(self, scenario: str, metric: str, samples: list[float]) -> Checked:
         """Hold a derived metric (e.g. scaling_2x) against its bound."""
-        path, store = self.store(hardware, model)
-        return self._judge(config, scenario, {metric: list(samples)}, store, path, provenance)
-
-    def _judge(self, config: str, scenario: str, values: dict[str, list[float]], store: BaselineStore, path: Path,
-               provenance: dict[str, Any]) -> Checked:
-        out: list[Verdict] = []
-        failures: list[str] = []
-        for metric, samples in values.items():
-            spread = summarize_repeats(samples)
-            spread.pop("median", None)
-            v = judge(config, scenario, metric, samples, store.bound(config, scenario, metric), spread)
-            out.append(v)
-            if v.verdict == "regression":
-                failures.append(v.line())
-            elif v.verdict == "new" and self.strict:
-                failures.append(v.line() + f"; --glm5-strict-baselines needs an entry in {path}")
-        self.verdicts.extend(out)
-        self.where[(config, scenario)] = (path, provenance)
-        return Checked(out, failures)
-
-    def update(self, mode: str) -> tuple[list[Change], list[str]]:
-        """Write new bounds (new and improved; regressions too with mode 'all'); return changes and errors."""
-        by_file: dict[Path, list[Verdict]] = {}
-        prov: dict[Path, dict[str, Any]] = {}
-        for v in select_updates(self.verdicts, mode):
-            path, provenance = self.where[(v.config, v.scenario)]
-            by_file.setdefault(path, []).append(v)
-            prov[path] = provenance
-        changes: list[Change] = []
-        errors: list[str] = []
-        for path, verdicts in by_file.items():
-            try:
-                changes += write_updates(path, verdicts, prov[path])
-            except (OSError, BaselineError) as exc:
-                detail = getattr(exc, "strerror", None) or str(exc)
-                errors.append(f"cannot update {path}: {detail}; the file is unchanged")
-        return changes, errors
+        return self._judged(lambda prov: self.run_state.gate.check_values(self.config, scenario, metric, samples,
+                                                                          prov))

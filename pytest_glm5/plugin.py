@@ -1,111 +1,109 @@
-"""pytest hooks only: options, markers, fixtures, grouping, summary. It wires; the modules compute."""
+"""pytest hooks and fixture declarations only: it wires pytest to the modules that compute."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, NoReturn
 
 import pytest
 
-from .baselines import Change
+from . import hookspecs
+from .baselines import BaselineError, BaselineStore, Change, baseline_path
 from .configs import ConfigError, ServerConfig, load_configs
 from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine, TransformersEngine
-from .loadgen import BenchResult, Workload
-from .perf import GateError, PerfGate, args_hash, git_commit, hardware_for
+from .forensics import tail
+from .gate import PerfGate
+from .loadgen import BenchResult
+from .perf import Perf, PerfRun
+from .perf import bench as run_bench
+from .pool import KEPT, ConfigMismatch, PoolSettings, RecordStore, ServerPool, reap_leftovers, stop_recorded
+from .process import ServerError, ServerHandle
+from .provenance import sim_hardware_key
 from .report import json_report, summary_lines, telemetry_lines, verdict_table
-from .server import (
-    ConfigMismatch,
-    PoolSettings,
-    ServerError,
-    ServerHandle,
-    ServerPool,
-    reap_leftovers,
-    stop_recorded,
+from .settings import (
+    DEFAULT_BASELINES,
+    DEFAULT_CONFIGS,
+    SETTINGS,
+    SIM_DEFAULT_MODEL,
+    Settings,
+    SettingsError,
+    Sources,
+    check_writable_dir,
+    check_writable_file,
+    resolve_path,
 )
 from .telemetry import Gpu, describe, hardware_key, inventory
-from .watched import check_stability, measure
 
 MARKER = "server_config"
-T = TypeVar("T")
-SIM_DEFAULT_MODEL = "/models/GLM-5-NVFP4"
-GATED_MARKERS = {"sm120": "12.0"}
+LOG_SECTION_LINES = 30
+settings_key = pytest.StashKey[Settings]()
+suite_key = pytest.StashKey[dict[str, Any]]()
 configs_key = pytest.StashKey[dict[str, ServerConfig]]()
 pool_key = pytest.StashKey[ServerPool]()
 gate_key = pytest.StashKey[PerfGate]()
+run_key = pytest.StashKey[PerfRun]()
 changes_key = pytest.StashKey[tuple[list[Change], list[str]]]()
 gpus_key = pytest.StashKey[list[Gpu] | None]()
-contexts_key = pytest.StashKey[dict[tuple[str, int | None], tuple[str, str, dict[str, Any]]]]()
-commit_key = pytest.StashKey[str]()
+output_errors_key = pytest.StashKey[list[str]]()
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The suite's hook: `pytest_glm5_suite` in the root conftest.py."""
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Options, each with an ini twin where a project would set it once."""
+    """Every setting of settings.py, each with an ini twin where a project would set it once."""
     g = parser.getgroup("glm5", "pytest-glm5: LLM serving performance gate")
-
-    def both(name: str, help: str, **kw: Any) -> None:
-        g.addoption(f"--{name}", help=help, **kw)
-        parser.addini(name.replace("-", "_"), help=help)
-
-    both("glm5-configs", "server configs file (default suites/configs.toml under the rootdir)")
-    both("glm5-model-path", "model path for configs without their own (also env GLM5_MODEL_PATH)")
-    g.addoption("--glm5-sim", action="store_true", help="run every config on the SGLang emulator")
-    both("glm5-sim-profile", "emulator profile name or TOML file (default: the config's, else glm5-sm120)")
-    both("glm5-sim-time-scale", "emulator time scale (0.1 runs ten times faster)", type=float)
-    g.addoption("--glm5-sim-slowdown", type=float, default=1.0,
-                help="emulated decode speed times F (0.8 injects a 20%% regression)")
-    both("glm5-sim-startup-s", "emulated model-load seconds (default: the profile's)", type=float)
-    both("glm5-log-dir", "where server logs go (default: glm5-logs under pytest's basetemp)")
-    both("glm5-startup-timeout", "seconds a server may take to become ready (default 3600)", type=float)
-    both("glm5-stop-timeout", "seconds between SIGTERM and SIGKILL when stopping a server (default 60)",
-         type=float)
-    g.addoption("--glm5-keep-servers", action="store_true",
-                help="leave servers running at the end and reuse them next run if their config matches")
-    g.addoption("--glm5-stop-servers", action="store_true", help="stop servers kept by earlier runs, then exit")
-    g.addoption("--sglang-url", default=None, help="use this running server for every config; never stop it")
-    g.addoption("--glm5-strict", action="store_true",
-                help="fail (not skip) when an external server's args differ from the config")
-    g.addoption("--glm5-report", default=None, help="write a JSON report of servers and results here")
-    both("glm5-stall-timeout", "seconds without a token from any request that make a load run a hang "
-         "(default 120)", type=float)
-    g.addoption("--glm5-relaunch-after-crash", action="store_true",
-                help="relaunch a crashed server once instead of failing the config's remaining tests")
-    g.addoption("--update-baselines", nargs="?", const="new", default=None, choices=("new", "all"),
-                help="record measured medians: new metrics and improvements; =all also lowers regressed bounds")
-    both("glm5-baselines", "baselines directory (default baselines/ under the rootdir)")
-    g.addoption("--glm5-hardware", default=None,
-                help="hardware key of the baselines (needed with a remote --sglang-url), e.g. "
-                     "8x-rtx-pro-6000-blackwell-sm120")
-    g.addoption("--glm5-strict-baselines", action="store_true",
-                help="fail metrics that have no baseline yet (for CI gates)")
-    both("glm5-repeats", "repeat each scenario N times (default: the suite's per-scenario value)", type=int)
+    for s in SETTINGS:
+        if s.flag:
+            g.addoption(f"--{s.name}", action="store_true", help=s.help)
+        else:
+            g.addoption(f"--{s.name}", default=None, help=s.help, **s.argparse)
+        if s.ini:
+            parser.addini(s.dest, help=s.help)
 
 
-def _opt(config: pytest.Config, name: str, default: Any = None) -> Any:
-    value = config.getoption(name.replace("-", "_"))
-    if value is None:
-        ini = config.getini(name.replace("-", "_"))
-        value = ini if ini not in (None, "", []) else None
-    return default if value is None else value
+def _settings(config: pytest.Config) -> Settings:
+    return config.stash[settings_key]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the marker and make SIGTERM end the session like Ctrl-C (so servers are stopped)."""
+    """Resolve and check every setting (a bad one is a usage error naming its source), register the markers,
+    and make SIGTERM end the session like Ctrl-C (so servers are stopped)."""
+    suite = config.hook.pytest_glm5_suite(config=config) or {}
+    config.stash[suite_key] = suite
+    ini_file = str(config.inipath) if config.inipath else "the ini file"
+    try:
+        settings = Settings(Sources(option=lambda dest: config.getoption(dest),
+                                    ini=lambda dest: config.getini(dest), ini_file=ini_file,
+                                    suite=dict(suite.get("defaults", {}))))
+        log_dir = settings["glm5-log-dir"]
+        if log_dir is not None:
+            check_writable_dir(Path(log_dir), f"server log directory ({settings.source('glm5-log-dir')})")
+        report = settings["glm5-report"]
+        if report is not None:
+            check_writable_file(Path(report), "--glm5-report")
+    except SettingsError as exc:
+        raise pytest.UsageError(f"glm5: {exc}") from None
+    config.stash[settings_key] = settings
+    config.stash[output_errors_key] = []
     config.addinivalue_line(
         "markers",
         f"{MARKER}(name): run this test against a live server of the named config from the configs file "
         "(launched once per session, or reused when its fingerprint matches).")
-    for marker, cc in GATED_MARKERS.items():
+    for marker, cc in _gated(config).items():
         config.addinivalue_line(
             "markers", f"{marker}: needs compute capability {cc} GPUs (NVML); runs anyway with --glm5-sim or "
                        "--sglang-url")
-    if hasattr(signal, "SIGTERM") and _main_thread():
+    if hasattr(signal, "SIGTERM") and threading.current_thread() is threading.main_thread():
         previous = signal.getsignal(signal.SIGTERM)
 
         def on_term(signum: int, frame: FrameType | None) -> None:
@@ -118,51 +116,89 @@ def pytest_configure(config: pytest.Config) -> None:
         config.add_cleanup(restore)
 
 
-def _main_thread() -> bool:
-    import threading
+def _gated(config: pytest.Config) -> dict[str, str]:
+    return dict(config.stash.get(suite_key, {}).get("gated_markers", {}))
 
-    return threading.current_thread() is threading.main_thread()
+
+def _configs_path(config: pytest.Config) -> Path:
+    return resolve_path(_settings(config)["glm5-configs"], DEFAULT_CONFIGS, config.rootpath,
+                        config.invocation_params.dir)
+
+
+def _baselines_root(config: pytest.Config) -> Path:
+    return resolve_path(_settings(config)["glm5-baselines"], DEFAULT_BASELINES, config.rootpath,
+                        config.invocation_params.dir)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Where this run's configs, baselines and hardware key come from, and the emulator's scale."""
+    s = _settings(config)
+    lines = [f"glm5: configs {_configs_path(config)}; baselines {_baselines_root(config)}"]
+    if s["glm5-sim"]:
+        lines.append(f"glm5: emulator (--glm5-sim), time scale {s['glm5-sim-time-scale']:g} "
+                     f"({s.source('glm5-sim-time-scale')}); hardware key sim-<profile>-x"
+                     f"{s['glm5-sim-time-scale']:g}")
+    elif s["glm5-hardware"]:
+        lines.append(f"glm5: hardware key {s['glm5-hardware']} (--glm5-hardware)")
+    elif s["sglang-url"]:
+        lines.append(f"glm5: external server {s['sglang-url']} (--sglang-url); hardware key from --glm5-hardware or "
+                     "NVML")
+    else:
+        lines.append("glm5: hardware key from NVML when a server is measured")
+    return lines
+
+
+def _store(config: pytest.Config) -> RecordStore | None:
+    cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
+    return RecordStore(cache.mkdir("glm5")) if cache is not None else None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Reap servers a killed earlier run left behind; `--glm5-stop-servers`: stop kept ones, then exit."""
     config = session.config
-    cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
-    if cache is not None:
-        reaped = reap_leftovers(cache)
+    store = _store(config)
+    if store is not None:
         tr = config.pluginmanager.get_plugin("terminalreporter")
-        for line in reaped:
+        for line in reap_leftovers(store):
             if tr is not None:
                 tr.write_line(f"glm5: {line}", yellow=True)
-    if config.getoption("glm5_stop_servers"):
-        if cache is None:
+    if _settings(config)["glm5-stop-servers"]:
+        if store is None:
             pytest.exit("glm5: --glm5-stop-servers needs pytest's cache (drop -p no:cacheprovider)", returncode=4)
-        lines = stop_recorded(cache, float(_opt(config, "glm5-stop-timeout", 60.0)))
-        msg = "\n".join(lines) or "no kept servers recorded"
-        pytest.exit(f"glm5: {msg}", returncode=0)
-
-
-def _path_opt(config: pytest.Config, name: str, default: Path) -> Path:
-    """A path option: as given (relative to where pytest was invoked), else default under the rootdir."""
-    given = _opt(config, name)
-    if given is None:
-        return Path(config.rootpath) / default
-    path = Path(given)
-    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
-
-
-def _configs_path(config: pytest.Config) -> Path:
-    return _path_opt(config, "glm5-configs", Path("suites") / "configs.toml")
+        lines = stop_recorded(store, float(_settings(config)["glm5-stop-timeout"]))
+        pytest.exit("glm5: " + ("\n".join(lines) or "no kept servers recorded"), returncode=0)
 
 
 def server_configs(config: pytest.Config) -> dict[str, ServerConfig]:
-    """The run's configs file, loaded once (for suites that parametrise over every config)."""
+    """The run's configs file, loaded once."""
     if configs_key not in config.stash:
         try:
             config.stash[configs_key] = load_configs(_configs_path(config))
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
     return config.stash[configs_key]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that asks for `glm5_config` runs once per config of the configs file, each carrying its
+    server_config marker; one that also takes `concurrency` gets each config's own sweep points (config key
+    `sweep`, else the module's SWEEP)."""
+    if "glm5_config" not in metafunc.fixturenames:
+        return
+    configs = server_configs(metafunc.config)
+    own = {n for m in metafunc.definition.iter_markers("parametrize") for n in _argnames(m.args[0])}
+    if "concurrency" in metafunc.fixturenames and "concurrency" not in own:
+        default = list(getattr(metafunc.module, "SWEEP", []))
+        metafunc.parametrize(("glm5_config", "concurrency"), [
+            pytest.param(n, c, id=f"{n}-c{c}", marks=pytest.mark.server_config(n))
+            for n, cfg in configs.items() for c in (cfg.sweep or default)])
+    else:
+        metafunc.parametrize(
+            "glm5_config", [pytest.param(n, id=n, marks=pytest.mark.server_config(n)) for n in configs])
+
+
+def _argnames(spec: str | list[str] | tuple[str, ...]) -> list[str]:
+    return [n.strip() for n in spec.split(",")] if isinstance(spec, str) else list(spec)
 
 
 def _marker_name(item: pytest.Item) -> str | None:
@@ -184,10 +220,22 @@ def _hits_known_issue(item: pytest.Item, cfg: ServerConfig) -> bool:
     return isinstance(conc, int) and conc >= cfg.known_issue_concurrency
 
 
+def _gpus(config: pytest.Config) -> list[Gpu] | None:
+    if gpus_key not in config.stash:
+        config.stash[gpus_key] = inventory()
+    return config.stash[gpus_key]
+
+
+def _nvml_key(config: pytest.Config) -> str | None:
+    gpus = _gpus(config)
+    return hardware_key(gpus) if gpus else None
+
+
 def _gate_hardware(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("glm5_sim") or config.getoption("sglang_url"):
+    s = _settings(config)
+    if s["glm5-sim"] or s["sglang-url"]:
         return
-    for marker, cc in GATED_MARKERS.items():
+    for marker, cc in _gated(config).items():
         gated = [item for item in items if item.get_closest_marker(marker)]
         if not gated:
             continue
@@ -200,15 +248,47 @@ def _gate_hardware(config: pytest.Config, items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
-def _gpus(config: pytest.Config) -> list[Gpu] | None:
-    if gpus_key not in config.stash:
-        config.stash[gpus_key] = inventory()
-    return config.stash[gpus_key]
+def _hardware_known(config: pytest.Config, cfg: ServerConfig) -> str | None:
+    """The hardware key a config's baselines will be read under, where it is known before any launch."""
+    s = _settings(config)
+    if s["glm5-sim"] or cfg.engine == "sim":
+        from .sim.profile import ProfileError, load_profile
+
+        profile = s["glm5-sim-profile"] or cfg.sim_profile or "glm5-sm120"
+        try:
+            name = str(load_profile(profile)["name"])
+        except ProfileError as exc:
+            raise pytest.UsageError(f"glm5: config {cfg.name}: {exc}") from None
+        return sim_hardware_key(name, float(s["glm5-sim-time-scale"]))
+    if s["glm5-hardware"]:
+        return str(s["glm5-hardware"])
+    return None if s["sglang-url"] else _nvml_key(config)
+
+
+def _check_baselines(config: pytest.Config, used: dict[str, ServerConfig]) -> None:
+    """Read every baselines file the run will use now, not after a model load and a load run."""
+    s = _settings(config)
+    model_default = s["glm5-model-path"] or (SIM_DEFAULT_MODEL if s["glm5-sim"] else None)
+    seen: set[Path] = set()
+    for cfg in used.values():
+        model = cfg.model or model_default
+        hw = _hardware_known(config, cfg)
+        if model is None or hw is None:
+            continue
+        path = baseline_path(_baselines_root(config), hw, model)
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            BaselineStore(path)
+        except BaselineError as exc:
+            raise pytest.UsageError(f"glm5: {exc}") from None
 
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: configs of deselected tests need not exist
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Gate on hardware, check config names, mark known issues strict-xfail, group each config's tests."""
+    """Gate on hardware, check config names and baselines, mark known issues strict-xfail, group each config's
+    tests."""
     _gate_hardware(config, items)
     named = [(item, _marker_name(item)) for item in items]
     if not any(name for _, name in named):
@@ -222,11 +302,20 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if name is not None and _hits_known_issue(item, configs[name]):
             item.add_marker(pytest.mark.xfail(reason=f"known issue of {name}: {configs[name].known_issue}",
                                               strict=True, raises=None))
+    runnable = {name for item, name in named
+                if name is not None and not any(m.name == "skip" for m in item.iter_markers())}
+    _check_baselines(config, {n: configs[n] for n in runnable})
     plain = [item for item, name in named if name is None]
     groups: dict[str, list[pytest.Item]] = {}
     for item, name in named:
         if name is not None:
             groups.setdefault(name, []).append(item)
+    store = _store(config) if _settings(config)["glm5-keep-servers"] else None
+    if store is not None:
+        # The server kept by the last run is the only one alive: its config goes first, so it is reused before
+        # another launch would have to stop it.
+        kept = {str(d.get("config")) for d in store.read()[KEPT].values()}
+        groups = dict(sorted(groups.items(), key=lambda kv: kv[0] not in kept))
     items[:] = plain + [item for group in groups.values() for item in group]
 
 
@@ -263,15 +352,12 @@ class _Progress:
 
 
 def _engine_factory(config: pytest.Config) -> Callable[[ServerConfig], Engine]:
-    sim = bool(config.getoption("glm5_sim"))
-    scale = float(_opt(config, "glm5-sim-time-scale", 1.0))
-    startup = _opt(config, "glm5-sim-startup-s")
+    s = _settings(config)
 
     def engine_for(cfg: ServerConfig) -> Engine:
-        if sim or cfg.engine == "sim":
-            return SimEngine(profile=_opt(config, "glm5-sim-profile"), time_scale=scale,
-                             slowdown=float(config.getoption("glm5_sim_slowdown")),
-                             startup_s=float(startup) if startup is not None else None)
+        if s["glm5-sim"] or cfg.engine == "sim":
+            return SimEngine(profile=s["glm5-sim-profile"], time_scale=float(s["glm5-sim-time-scale"]),
+                             slowdown=float(s["glm5-sim-slowdown"]), startup_s=s["glm5-sim-startup-s"])
         if cfg.engine == "sglang":
             return SGLangEngine()
         if cfg.engine == "llamacpp":
@@ -283,39 +369,61 @@ def _engine_factory(config: pytest.Config) -> Callable[[ServerConfig], Engine]:
     return engine_for
 
 
+def _fail(message: str) -> NoReturn:
+    pytest.fail(message, pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def glm5_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
     """The session's server pool (one live server at a time)."""
     config = request.config
-    log_dir = _opt(config, "glm5-log-dir")
-    model = _opt(config, "glm5-model-path") or os.environ.get("GLM5_MODEL_PATH")
-    if model is None and config.getoption("glm5_sim"):
-        model = SIM_DEFAULT_MODEL
-    progress = _Progress(config)
-    keep = bool(config.getoption("glm5_keep_servers"))
-    cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
-    if keep and cache is None:
+    s = _settings(config)
+    model = s["glm5-model-path"] or (SIM_DEFAULT_MODEL if s["glm5-sim"] else None)
+    keep = bool(s["glm5-keep-servers"])
+    store = _store(config)
+    if keep and store is None:
         raise pytest.UsageError("--glm5-keep-servers records servers in pytest's cache: drop -p no:cacheprovider")
-    if log_dir is None and keep and cache is not None:
+    log_dir = s["glm5-log-dir"]
+    if log_dir is None and keep:
         # Kept servers outlive this run's basetemp, which the next run deletes: log where the cache lives.
-        log_dir = cache.mkdir("glm5-logs")
+        log_dir = config.cache.mkdir("glm5-logs")
     settings = PoolSettings(
         model=model,
         log_dir=Path(log_dir) if log_dir else tmp_path_factory.getbasetemp() / "glm5-logs",
-        startup_timeout=float(_opt(config, "glm5-startup-timeout", 3600.0)),
-        stop_timeout=float(_opt(config, "glm5-stop-timeout", 60.0)),
+        startup_timeout=float(s["glm5-startup-timeout"]),
+        stop_timeout=float(s["glm5-stop-timeout"]),
         keep=keep,
-        external_url=config.getoption("sglang_url"),
-        strict=bool(config.getoption("glm5_strict")),
-        relaunch_after_crash=bool(config.getoption("glm5_relaunch_after_crash")),
-        stall_timeout=float(_opt(config, "glm5-stall-timeout", 120.0)),
+        external_url=s["sglang-url"],
+        strict=bool(s["glm5-strict"]),
+        relaunch_after_crash=bool(s["glm5-relaunch-after-crash"]),
+        stall_timeout=float(s["glm5-stall-timeout"]),
     )
-    pool = ServerPool(settings, _engine_factory(config), cache=cache, progress=progress)
+    pool = ServerPool(settings, _engine_factory(config), store=store, progress=_Progress(config))
     config.stash[pool_key] = pool
     try:
         yield pool
     finally:
         pool.close()
+
+
+@pytest.fixture(scope="session")
+def glm5_gate(request: pytest.FixtureRequest) -> PerfGate:
+    """The run's perf gate: verdicts and baselines stores."""
+    config = request.config
+    gate = PerfGate(_baselines_root(config), strict=bool(_settings(config)["glm5-strict-baselines"]))
+    config.stash[gate_key] = gate
+    return gate
+
+
+@pytest.fixture(scope="session")
+def glm5_run(request: pytest.FixtureRequest, glm5_pool: ServerPool, glm5_gate: PerfGate) -> PerfRun:
+    """What every perf test of the run shares: pool, gate, hardware key, repeats."""
+    config = request.config
+    s = _settings(config)
+    run = PerfRun(glm5_pool, glm5_gate, Path(config.rootpath), hardware=s["glm5-hardware"], repeats=s["glm5-repeats"],
+                  gpus=lambda: _gpus(config), nvml_key=lambda: _nvml_key(config))
+    config.stash[run_key] = run
+    return run
 
 
 @pytest.fixture
@@ -324,7 +432,7 @@ def sglang_server(request: pytest.FixtureRequest, glm5_pool: ServerPool) -> Serv
     name = _marker_name(request.node)
     if name is None:
         raise pytest.UsageError(f"{request.node.nodeid} uses sglang_server without @pytest.mark.{MARKER}(NAME)")
-    cfg = request.config.stash[configs_key][name]
+    cfg = server_configs(request.config)[name]
     problem: ServerError | None = None
     try:
         handle = glm5_pool.get(cfg)
@@ -345,156 +453,68 @@ def sglang_server(request: pytest.FixtureRequest, glm5_pool: ServerPool) -> Serv
 
 
 @pytest.fixture
-def bench(sglang_server: ServerHandle, glm5_pool: ServerPool) -> Callable[..., BenchResult]:
+def bench(sglang_server: ServerHandle, glm5_run: PerfRun) -> Callable[..., BenchResult]:
     """`bench(concurrency=1, num_prompts=None, input_len=128, output_len=128, ...)` against this test's server."""
 
     def run(concurrency: int = 1, num_prompts: int | None = None, **kw: Any) -> BenchResult:
-        return _bench(sglang_server, glm5_pool, concurrency, num_prompts, **kw)
+        return run_bench(sglang_server, glm5_run, _fail, concurrency, num_prompts, **kw)
 
     return run
 
 
-def _workload(server: ServerHandle, pool: ServerPool, concurrency: int, num_prompts: int, **kw: Any) -> Workload:
-    """A Workload with the run's defaults: the config's (else the engine's) protocol, the stall timeout."""
-    kw.setdefault("protocol", server.config.protocol or server.engine.protocol)
-    kw.setdefault("stall_timeout_s", pool.settings.stall_timeout)
-    return Workload(concurrency=concurrency, num_prompts=num_prompts, **kw)
-
-
-def _bench(server: ServerHandle, pool: ServerPool, concurrency: int, num_prompts: int | None,
-           **kw: Any) -> BenchResult:
-    kw.setdefault("warmup", concurrency)
-    m = measure(server, _workload(server, pool, concurrency, num_prompts or max(8, 4 * concurrency), **kw))
-    if m.problem is not None:
-        pool.after_failed_run(m.result)
-        pytest.fail(m.problem, pytrace=False)
-    assert m.result is not None
-    return m.result
-
-
-class Perf:
-    """The `perf` fixture: run scenarios against this test's server and hold them against baselines."""
-
-    def __init__(self, request: pytest.FixtureRequest, server: ServerHandle, pool: ServerPool, gate: PerfGate) -> None:
-        self.request = request
-        self.server = server
-        self.pool = pool
-        self.gate = gate
-        self.config = server.config.name
-
-    def run(self, scenario: str, concurrency: int, num_prompts: int | None = None, repeats: int | None = None,
-            **kw: Any) -> list[BenchResult]:
-        """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value)."""
-        n = _opt(self.request.config, "glm5-repeats") or repeats or 1
-        return [_bench(self.server, self.pool, concurrency, num_prompts, **kw) for _ in range(int(n))]
-
-    def stability(self, concurrency: int, num_prompts: int, error_budget: int = 0, **kw: Any) -> None:
-        """Sustained load; fail with every problem found (death, errors, not ready after, fatal log lines,
-        wrong output lengths)."""
-        kw.setdefault("warmup", 0)
-        report = check_stability(self.server, _workload(self.server, self.pool, concurrency, num_prompts, **kw),
-                                 error_budget)
-        if not report.ok:
-            self.pool.after_failed_run(report.result)
-            pytest.fail(f"{self.config} is not stable under load at concurrency {concurrency}:\n"
-                        + "\n".join(report.problems), pytrace=False)
-
-    def results_of(self, scenario: str) -> list[BenchResult]:
-        """Results of a scenario checked earlier in this run for this config (empty if none)."""
-        return list(self.gate.results.get((self.config, scenario), []))
-
-    def _context(self) -> tuple[str, str, dict[str, Any]]:
-        # Once per server (and the commit once per run): a check needs no HTTP call or git subprocess.
-        config = self.request.config
-        contexts = config.stash.setdefault(contexts_key, {})
-        key = (self.server.url, self.server.pid)
-        if key not in contexts:
-            info = self.server.server_info()
-            hw = _or_fail(lambda: hardware_for(info, config.getoption("glm5_hardware"), _nvml_key(config)))
-            if commit_key not in config.stash:
-                config.stash[commit_key] = git_commit(Path(config.rootpath))
-            gpus = _gpus(config) if not info.get("sim") else None
-            version = self.server.record.engine_version or info.get("version", "?")
-            contexts[key] = (hw, self.pool.model_for(self.server.config), {
-                "commit": config.stash[commit_key],
-                "engine": f"{self.server.engine.name} {version}",
-                "server_args": args_hash(info),
-                "driver": gpus[0].driver if gpus else "",
-                "hardware": hw,
-            })
-        return contexts[key]
-
-    def check(self, results: BenchResult | list[BenchResult], scenario: str,
-              metrics: list[str] | None = None) -> None:
-        """Hold each metric's median against its floor or ceiling; fail with one line per regression."""
-        rs = results if isinstance(results, list) else [results]
-        hw, model, prov = self._context()
-        checked = _or_fail(lambda: self.gate.check(self.config, scenario, rs, metrics, hw, model, prov))
-        if checked.failures:
-            pytest.fail("\n".join(checked.failures), pytrace=False)
-
-    def check_value(self, scenario: str, metric: str, samples: list[float]) -> None:
-        """Hold a derived metric (e.g. scaling_2x) against its bound."""
-        hw, model, prov = self._context()
-        checked = _or_fail(lambda: self.gate.check_values(self.config, scenario, metric, samples, hw, model, prov))
-        if checked.failures:
-            pytest.fail("\n".join(checked.failures), pytrace=False)
-
-
-def _or_fail(call: Callable[[], T]) -> T:
-    """call(), or fail the test with the GateError's message alone (no traceback, no exception chain)."""
-    problem = None
-    try:
-        return call()
-    except GateError as exc:
-        problem = str(exc)
-    pytest.fail(problem, pytrace=False)
-
-
-def _nvml_key(config: pytest.Config) -> str | None:
-    gpus = _gpus(config)
-    return hardware_key(gpus) if gpus else None
-
-
-@pytest.fixture(scope="session")
-def glm5_gate(request: pytest.FixtureRequest) -> PerfGate:
-    """The run's perf gate: verdicts and baselines stores."""
-    gate = PerfGate(_path_opt(request.config, "glm5-baselines", Path("baselines")),
-                    strict=bool(request.config.getoption("glm5_strict_baselines")))
-    request.config.stash[gate_key] = gate
-    return gate
-
-
 @pytest.fixture
-def perf(request: pytest.FixtureRequest, sglang_server: ServerHandle, glm5_pool: ServerPool,
-         glm5_gate: PerfGate) -> Perf:
+def perf(sglang_server: ServerHandle, glm5_run: PerfRun) -> Perf:
     """`perf.run(scenario, concurrency, ...)` then `perf.check(results, scenario, metrics)`."""
-    return Perf(request, sglang_server, glm5_pool, glm5_gate)
+    return Perf(sglang_server, glm5_run, _fail)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failing test of a server config gets that server's log tail as a report section."""
+    report = yield
+    if report.failed and call.when != "teardown":
+        name = _marker_name(item)
+        pool = item.config.stash.get(pool_key, None)
+        rec = pool.records.get(name) if pool is not None and name is not None else None
+        if rec is not None and rec.log_path:
+            lines = tail(Path(rec.log_path), LOG_SECTION_LINES)
+            report.sections.append((f"glm5 server log: {name} (last {len(lines)} lines of {rec.log_path})",
+                                    "\n".join(lines)))
+    return report
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop servers (also after Ctrl-C) and write the JSON report."""
+    """Stop servers (also after Ctrl-C), update baselines, and write the JSON report."""
     config = session.config
     pool = config.stash.get(pool_key, None)
     if pool is not None:
         pool.close()
     gate = config.stash.get(gate_key, None)
-    mode = config.getoption("update_baselines")
+    s = config.stash.get(settings_key, None)
+    if s is None:
+        return
+    mode = s["update-baselines"]
     changes: tuple[list[Change], list[str]] = ([], [])
     if gate is not None and mode:
         changes = gate.update(mode)
         if changes[1] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # asked to record, could not: not a green run
     config.stash[changes_key] = changes
-    path = config.getoption("glm5_report")
+    path = s["glm5-report"]
     if path:
         doc = json_report(pool.report() if pool else {}, gate.verdicts if gate else [], changes[0],
                           gate.results if gate else None)
-        Path(path).write_text(json.dumps(doc, indent=2, default=str))
+        try:
+            Path(path).write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
+        except OSError as exc:
+            config.stash[output_errors_key].append(f"cannot write --glm5-report {path}: {exc.strerror or exc}; "
+                                                   "the summary above is all there is of this run")
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """What the pool did: launches, reuses and why, failures."""
+    """What the pool did (launches, reuses and why, failures), the verdict table and what was written."""
     pool = config.stash.get(pool_key, None)
     if pool is not None and pool.events:
         terminalreporter.section("glm5 servers")
@@ -502,14 +522,18 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"{ev.config}: {ev.message}")
     gate = config.stash.get(gate_key, None)
     changes, errors = config.stash.get(changes_key, ([], []))
+    errors = [*errors, *config.stash.get(output_errors_key, [])]
     problems = dict(pool.failures) if pool is not None else {}
-    if gate is None or not (gate.verdicts or problems or errors):
+    if not (gate is not None and (gate.verdicts or problems)) and not errors:
         return
     terminalreporter.section("glm5 performance")
-    for line in verdict_table(gate.verdicts):
+    verdicts = gate.verdicts if gate is not None else []
+    for line in verdict_table(verdicts):
         terminalreporter.write_line(line)
-    for line in summary_lines(gate.verdicts, changes, config.getoption("update_baselines"), problems, errors):
+    for line in summary_lines(verdicts, changes, config.stash[settings_key]["update-baselines"], problems, errors):
         terminalreporter.write_line(line, red=line.startswith(("regressions", "cannot")))
+    if gate is None:
+        return
     for (cfg_name, scenario), rs in gate.results.items():
         if rs and not rs[0].shape.exact_lengths:
             terminalreporter.write_line(f"{cfg_name} {scenario}: lengths approximate: {rs[0].shape.describe()}")

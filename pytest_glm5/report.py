@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .baselines import Change, Verdict, fmt, unit_of
+from .baselines import WORKLOAD_CHANGED, Change, Verdict, fmt, unit_of
 
-MARKS = {"pass": "ok", "regression": "REGRESSION", "improvement": "improved", "new": "new"}
+MARKS = {"pass": "ok", "regression": "REGRESSION", "improvement": "improved", "new": "new",
+         WORKLOAD_CHANGED: "workload changed"}
 
 
 def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
@@ -49,6 +50,10 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
         out += [f"  {v.line()}" for v in new]
         if not update_mode:
             out.append("  record them with: pytest ... --update-baselines")
+    moved = [v for v in verdicts if v.verdict == WORKLOAD_CHANGED]
+    if moved:
+        out.append(f"measured under another workload than their baseline, not compared ({len(moved)}):")
+        out += [f"  {v.line()}" for v in moved]
     if server_problems:
         out.append("configs that crashed or could not run:")
         out += [f"  {name}: {why}" for name, why in server_problems.items()]
@@ -70,7 +75,8 @@ def json_report(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: S
             {"config": v.config, "scenario": v.scenario, "metric": v.metric, "measured": v.measured,
              "verdict": v.verdict, "bound": None if v.bound is None else
              {"kind": v.bound.kind, "value": v.bound.value, "tolerance": v.bound.tolerance},
-             "delta": v.delta, "spread": v.spread, "samples": v.samples}
+             "delta": v.delta, "spread": v.spread, "samples": v.samples, "workload": v.workload,
+             "provenance": v.provenance}
             for v in verdicts],
         "baseline_changes": [c.__dict__ for c in changes],
     }

@@ -3,13 +3,13 @@ the stability check holds a sustained run to "nothing went wrong"."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from dataclasses import dataclass, field
 
+from . import forensics
 from .loadgen import BenchError, BenchResult, Workload, run_workload
-from .server import ServerHandle, crash_report, describe_exit, http_get, tail
+from .process import ServerHandle, http_get, process_state
 from .telemetry import Sampler, load_nvml
 
 READY_AGAIN_S = 30.0
@@ -22,6 +22,7 @@ class Measured:
 
     result: BenchResult | None
     problem: str | None = None
+    not_answering: bool = False  # alive but stuck (hung, stopped): the server must be stopped, not waited on
 
 
 def measure(server: ServerHandle, workload: Workload) -> Measured:
@@ -30,7 +31,7 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
 
     def died() -> str | None:
         code = server.exit_code()
-        return None if code is None else f"server exited ({describe_exit(code)})"
+        return None if code is None else f"server exited ({forensics.describe_exit(code)})"
 
     nvml = load_nvml()
     sampler = Sampler(nvml).start() if nvml is not None else None
@@ -39,43 +40,25 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
     except BenchError as exc:
         code = server.exit_code()
         if code is not None:
-            return Measured(None, crash_report(server, code, time.monotonic() - t0, 0, 0, workload.concurrency))
+            return Measured(None, forensics.crash_report(server, code, time.monotonic() - t0, 0, 0,
+                                                         workload.concurrency))
+        if server.pid is not None:
+            # Our own process is alive, so the URL is right: it is the server that does not answer.
+            return Measured(None, forensics.not_answering(server, process_state(server.pid), str(exc)),
+                            not_answering=True)
         return Measured(None, f"{server.config.name}: {exc}")
     finally:
         telemetry = sampler.stop() if sampler is not None else None
     result.telemetry = telemetry
     if result.stalled:
-        return Measured(result, hang_report(server, result, time.monotonic() - t0))
+        return Measured(result, forensics.hang_report(server, result, time.monotonic() - t0), not_answering=True)
     code = server.exit_code()
     if result.aborted or code is not None:
         # The death may end every request before the watcher's next look: the process state decides.
-        cut = sum(1 for rec in result.records if not rec.success)
-        return Measured(result, crash_report(server, code if code is not None else -9, time.monotonic() - t0,
-                                             int(result.metrics["completed"]), result.in_flight_at_abort,
-                                             workload.concurrency, failed=cut))
+        return Measured(result, forensics.crash_report(
+            server, code if code is not None else -9, time.monotonic() - t0, int(result.metrics["completed"]),
+            result.in_flight_at_abort, workload.concurrency, failed=forensics.cut_off(result)))
     return Measured(result)
-
-
-def hang_report(server: ServerHandle, result: BenchResult, elapsed: float) -> str:
-    """A server alive but producing nothing: the same report as a crash, plus a stack dump where possible."""
-    dumped = ""
-    sig = server.engine.stack_dump_signal
-    if sig is not None and server.pid is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(server.pid, sig)
-            time.sleep(0.5)
-            dumped = f"stack dump requested ({sig.name}); it is in the log"
-    log = server.log_path
-    lines = [f"server for {server.config.name} hung during the load run: {result.aborted}, {elapsed:.1f} s into "
-             f"the run at concurrency {result.workload.concurrency}; {int(result.metrics['completed'])} requests "
-             f"completed, {result.in_flight_at_abort} in flight; the process is alive (pid {server.pid})"]
-    if dumped:
-        lines.append(dumped)
-    lines.append("last log lines:")
-    lines += [f"  {ln}" for ln in (tail(log, 10) if log else [])]
-    if log:
-        lines.append(f"full log: {log}")
-    return "\n".join(lines)
 
 
 @dataclass
@@ -84,6 +67,7 @@ class Stability:
 
     problems: list[str] = field(default_factory=list)
     result: BenchResult | None = None
+    not_answering: bool = False
 
     @property
     def ok(self) -> bool:
@@ -97,7 +81,7 @@ def check_stability(server: ServerHandle, workload: Workload, error_budget: int 
     log = server.log_path
     offset = log.stat().st_size if log and log.exists() else 0
     m = measure(server, workload)
-    out = Stability(result=m.result)
+    out = Stability(result=m.result, not_answering=m.not_answering)
     if m.problem:
         out.problems.append(m.problem)
         return out
@@ -117,7 +101,7 @@ def check_stability(server: ServerHandle, workload: Workload, error_budget: int 
                 f"GPU {g} +{d:.2f} GB (last quarter vs first)" for g, d in grown.items()))
     code = server.exit_code()
     if code is not None:
-        out.problems.append(f"server exited with {describe_exit(code)} right after the load")
+        out.problems.append(f"server exited with {forensics.describe_exit(code)} right after the load")
     elif not _ready_again(server):
         out.problems.append(f"server not ready again within {READY_AGAIN_S:.0f} s after the load")
     if log:

@@ -12,11 +12,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$VENV/bin/python" -m pip install -q -e '.[nvml]'
-echo "== 1/2 rehearsal: pytest suites -m sm120 --glm5-sim"
-"$VENV/bin/python" -m pytest suites -m sm120 --glm5-sim "$@"
-echo "== 2/2 the real suite: pytest suites -m sm120"
+echo "== 1/2 rehearsal: pytest -m sm120 --glm5-sim"
+"$VENV/bin/python" -m pytest -m sm120 --glm5-sim "$@"
+echo "== 2/2 the real suite: pytest -m sm120"
 set +e
-"$VENV/bin/python" -m pytest suites -m sm120 -rs "$@"
+"$VENV/bin/python" -m pytest -m sm120 -rs "$@"
 rc=$?
 set -e
 # Exit 5 (nothing ran) only means this machine has no SM120 GPUs; the skip reasons above say so.

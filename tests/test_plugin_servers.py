@@ -70,22 +70,30 @@ def test_keep_servers_reuse_and_relaunch_on_change(pytester: pytest.Pytester) ->
     pytester.makepyfile(PID_TESTS)
     pytester.runpytest("--glm5-keep-servers").assert_outcomes(passed=6)
     first = {c: p for _, c, p in seen(pytester)}
-    assert len(servers_of(model)) == 2  # both kept running
+    assert [p.pid for p in servers_of(model)] == [first["b"]]  # the last config's server is kept, alone
     (pytester.path / "seen.txt").unlink()
     result = pytester.runpytest("--glm5-keep-servers")
     result.assert_outcomes(passed=6)
-    assert {c: p for _, c, p in seen(pytester)} == first  # no launch in the second run
-    result.stdout.fnmatch_lines(["a: reusing kept server pid * (fingerprint matches)"])
-    # Change one flag of b: b relaunches and says which flag changed; a is still reused.
+    rows = seen(pytester)
+    assert [t for t, _, _ in rows] == ["b1", "b2", "b3", "a1", "a2", "a3"]  # the kept config first
+    assert {c: p for _, c, p in rows}["b"] == first["b"]  # reused, not launched
+    result.stdout.fnmatch_lines(["b: reusing kept server pid * (fingerprint matches)"])
+    # Change one flag of b: b relaunches and says which flag changed.
     write_configs(pytester, TWO_CONFIGS.replace("tp-size = 2", "tp-size = 4"))
+    pytester.runpytest("--glm5-keep-servers", "-k", "b").assert_outcomes(passed=3, deselected=3)
     (pytester.path / "seen.txt").unlink()
     result = pytester.runpytest("--glm5-keep-servers", "-k", "b")
     result.assert_outcomes(passed=3, deselected=3)
-    result.stdout.fnmatch_lines(["b: not reusing kept server: config changed*changed --tp-size 2->4*"])
+    assert "not reusing" not in result.stdout.str()
+    write_configs(pytester, TWO_CONFIGS.replace("tp-size = 2", "tp-size = 8"))
+    (pytester.path / "seen.txt").unlink()
+    result = pytester.runpytest("--glm5-keep-servers", "-k", "b")
+    result.assert_outcomes(passed=3, deselected=3)
+    result.stdout.fnmatch_lines(["b: not reusing kept server: config changed*changed --tp-size 4->8*"])
     assert {c: p for _, c, p in seen(pytester)}["b"] != first["b"]
     result = pytester.runpytest("--glm5-stop-servers")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*stopped *"])
+    result.stdout.fnmatch_lines(["*stopped b: pid *"])
     assert_no_server_left(model)
 
 

@@ -7,12 +7,13 @@ import sys
 
 import pytest
 
-from pytest_glm5.sim.args import parse_args, sglang_flag_table
+from pytest_glm5.sim.args import parse_args
+from pytest_glm5.spec.sglang import flag_table
 
 
 def test_table_is_sglangs_full_flag_set() -> None:
-    flags = {f for opt in sglang_flag_table()["options"] for f in opt["flags"]}
-    assert len(sglang_flag_table()["options"]) == 531  # 532 options with --help, read from the wheel
+    flags = {f for opt in flag_table()["options"] for f in opt["flags"]}
+    assert len(flag_table()["options"]) == 531  # 532 options with --help, read from the wheel
     for flag in ("--model-path", "--tp-size", "--ep-size", "--pp-size", "--attn-dp-size", "--moe-runner-backend",
                  "--mem-fraction-static", "--max-running-requests", "--disable-cuda-graph", "--quantization",
                  "--num-continuous-decode-steps", "--enable-mscclpp", "--enable-single-batch-overlap",

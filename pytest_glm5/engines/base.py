@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 from ..configs import ServerConfig
@@ -13,6 +14,14 @@ from ..configs import ServerConfig
 
 class EngineError(Exception):
     """An engine that cannot be used as configured; the message names the cause and the fix."""
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What a preflight found: the engine's own rejection, or why no check could run (both None: it passed)."""
+
+    problem: str | None = None
+    skipped: str | None = None
 
 
 def python_says(python: str, code: str, unavailable: str, timeout: float = 120.0) -> str:
@@ -51,9 +60,9 @@ class Engine(ABC):
     def version(self) -> str:
         """The engine's version (part of the reuse fingerprint); raises EngineError if not installed."""
 
-    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> str | None:
-        """Check the argv without loading a model; return the engine's own error message, or None."""
-        return None
+    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> Preflight:
+        """Check the argv without loading a model: the engine's own error message, or why it was skipped."""
+        return Preflight(skipped=f"{self.name} has no preflight check")
 
     def fingerprint_extra(self) -> dict[str, Any]:
         """Settings outside the config that change what the server is (the emulator's time scale)."""

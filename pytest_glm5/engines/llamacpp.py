@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ..configs import ServerConfig
-from .base import Engine, python_says
+from .base import Engine, Preflight, python_says
 
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     ("load-failed", r"failed to load model|error loading model|llama_model_load: error"),
@@ -67,11 +67,11 @@ class LlamaCppEngine(Engine):
         except importlib.metadata.PackageNotFoundError:
             return "unknown"
 
-    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> str | None:
+    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> Preflight:
         """The model file must exist (llama-server would only say so after starting)."""
         if not os.path.isfile(model):
-            return f"model file {model} does not exist (llama.cpp needs a .gguf file)"
-        return None
+            return Preflight(problem=f"model file {model} does not exist (llama.cpp needs a .gguf file)")
+        return Preflight(skipped="its flags are checked only by the launch itself")
 
     def fingerprint_extra(self) -> dict[str, Any]:
         """The binary's path: another build is another server."""

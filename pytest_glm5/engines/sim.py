@@ -11,15 +11,17 @@ from typing import Any
 from .. import __version__
 from ..configs import ServerConfig
 from ..sim.args import build_parser
-from .base import Engine
-from .sglang import FATAL_PATTERNS, compare_server_info
+from ..spec import sglang as spec
+from .base import Engine, Preflight
 
 
 class SimEngine(Engine):
     """`python -m pytest_glm5.sim`: speaks, performs and fails like SGLang."""
 
     name = "sim"
-    fatal_patterns = FATAL_PATTERNS
+    fatal_patterns = spec.FATAL_PATTERNS
+    info_path = spec.INFO_PATH
+    ready_paths = spec.READY_PATHS
     stack_dump_signal = signal.SIGUSR1
 
     def __init__(self, profile: str | None = None, time_scale: float = 1.0, slowdown: float = 1.0,
@@ -50,9 +52,9 @@ class SimEngine(Engine):
 
     def version(self) -> str:
         """SGLang's version as emulated, and ours."""
-        return f"0.5.23-sim-{__version__}"
+        return f"{spec.VERSION}-sim-{__version__}"
 
-    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> str | None:
+    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> Preflight:
         """The emulator's parser is SGLang's flag table: the same messages, in-process."""
         err = io.StringIO()
         try:
@@ -60,8 +62,9 @@ class SimEngine(Engine):
                 build_parser().parse_args(self.argv(cfg, model, host, port)[3:])
         except SystemExit:
             lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-            return lines[-1] if lines else "the emulator rejected the arguments"
-        return None
+            return Preflight(problem=spec.removed_flag_hint(lines[-1] if lines else "the emulator rejected the "
+                                                                                     "arguments"))
+        return Preflight()
 
     def fingerprint_extra(self) -> dict[str, Any]:
         """What the emulator's own flags make of it."""
@@ -69,4 +72,4 @@ class SimEngine(Engine):
 
     def compare(self, cfg: ServerConfig, model: str, info: dict[str, Any]) -> list[str]:
         """Same rules as SGLang: its /server_info has the same keys."""
-        return compare_server_info(cfg, model, info)
+        return spec.compare_server_info(cfg.flags, model, info)

@@ -8,7 +8,7 @@ import shutil
 import sys
 
 from ..configs import ServerConfig
-from .base import Engine, EngineError, python_says
+from .base import Engine, EngineError, Preflight, python_says
 
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     ("cuda-oom", r"CUDA out of memory|OutOfMemoryError"),
@@ -48,9 +48,9 @@ class TransformersEngine(Engine):
                            f"transformers is not importable in {sys.executable}; pip install 'transformers[serving]'",
                            timeout=60)
 
-    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> str | None:
+    def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> Preflight:
         """The model folder must exist (offline serving cannot fetch one)."""
         self._cli()
         if not os.path.isdir(model):
-            return f"model folder {model} does not exist (transformers serve runs offline here)"
-        return None
+            return Preflight(problem=f"model folder {model} does not exist (transformers serve runs offline here)")
+        return Preflight(skipped="its flags are checked only by the launch itself")

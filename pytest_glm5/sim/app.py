@@ -25,11 +25,12 @@ import orjson
 from aiohttp import web
 
 from .. import __version__
+from ..spec.sglang import VERSION as SGLANG_VERSION
+from ..spec.sglang import gpus_needed
 from .args import parse_args, sglang_args
 from .engine import AsyncEngine, Scheduler, SimRequest, Step
 from .profile import Model, ProfileError, load_profile, resolve
 
-SGLANG_VERSION = "0.5.23"
 OPENAI_COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options",
                             "stop", "seed", "logprobs", "echo", "presence_penalty", "frequency_penalty", "best_of",
                             "logit_bias", "suffix", "user"}
@@ -367,6 +368,7 @@ async def handle_server_info(request: web.Request) -> web.Response:
             "noise_cv": srv.model.noise_cv,
             "seed": srv.ns.sim_seed,
             "rules": list(srv.model.applied_rules),
+            "gpus": gpus_needed(srv.args),
         },
     })
     return web.json_response(body)
@@ -487,7 +489,16 @@ async def serve(srv: SimServer) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     engine_task = asyncio.ensure_future(srv.engine.run())
-    await _load(srv)
+    # SGLang stops at once on SIGTERM while it loads weights: the load must not hold the signal back.
+    loading = asyncio.ensure_future(_load(srv))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([loading, stopping], return_when=asyncio.FIRST_COMPLETED)
+    if stop.is_set():
+        loading.cancel()
+        engine_task.cancel()
+        _say("SIGTERM received during model load. Shutting down...")
+        return 0
+    stopping.cancel()
     # On SIGTERM, streams still open get 5 s to finish (SGLang drains too), not aiohttp's default 60 s.
     runner = web.AppRunner(build_app(srv), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
@@ -525,6 +536,13 @@ def main(argv: list[str] | None = None) -> int:
               "from 'https://huggingface.co/models', make sure you don't have a local directory with the same "
               f"name. Otherwise, make sure '{srv.args['model_path']}' is the correct path to a directory "
               "containing a config.json file", flush=True)
+        return 1
+    have, need = int(srv.model.gpu.get("count", 1)), gpus_needed(srv.args)
+    if need > have:
+        # What torch says when a rank's device does not exist (SGLang starts one process per GPU).
+        print(f"RuntimeError: CUDA error: invalid device ordinal (this config needs {need} GPUs: tp_size "
+              f"{srv.args.get('tp_size')} x pp_size {srv.args.get('pp_size')}; the {srv.model.name} profile has "
+              f"{have})", flush=True)
         return 1
     return asyncio.run(serve(srv))
 

@@ -1,6 +1,6 @@
 """The emulator's command line: SGLang 0.5.23's real flag table plus `--sim-*` flags of its own.
 
-The table in sglang_flags.json was read from the release wheel by scripts/extract_sglang_flags.py, so
+The table (spec/sglang_flags.json) was read from the release wheel by scripts/extract_sglang_flags.py, so
 the emulator accepts, abbreviates and rejects flags exactly as `sglang serve` does (argparse with
 allow_abbrev: `--tp` resolves to `--tp-size`, `--pp` is ambiguous, `--cuda-graph-max-bs` is gone).
 """
@@ -8,24 +8,15 @@ allow_abbrev: `--tp` resolves to `--tp-size`, `--pp` is ambiguous, `--cuda-graph
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-from functools import cache
-from importlib import resources
 from typing import Any
+
+from ..spec.sglang import flag_table
 
 log = logging.getLogger("sglang.sim")
 
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
 FAULT_KINDS = ("http500", "malformed-sse", "cut-stream")
-
-
-@cache
-def sglang_flag_table() -> dict[str, Any]:
-    """The flag table read from the SGLang wheel."""
-    text = resources.files("pytest_glm5.sim").joinpath("sglang_flags.json").read_text()
-    table: dict[str, Any] = json.loads(text)
-    return table
 
 
 class _Deprecated(argparse.Action):
@@ -39,7 +30,7 @@ class _Deprecated(argparse.Action):
 
 
 def _add_sglang_flags(parser: argparse.ArgumentParser) -> None:
-    for opt in sglang_flag_table()["options"]:
+    for opt in flag_table()["options"]:
         flags: list[str] = opt["flags"]
         kind = opt["action"]
         kw: dict[str, Any] = {"dest": opt["dest"], "default": opt["default"]}

@@ -1,0 +1,415 @@
+"""The run's servers: one live server at a time, reuse by fingerprint, records across runs, reaping."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+from filelock import FileLock
+
+from . import forensics
+from .configs import ServerConfig
+from .engines.base import Engine, EngineError
+from .process import (
+    HOST,
+    Progress,
+    ServerError,
+    ServerHandle,
+    ServerRecord,
+    http_get,
+    kill_tree,
+    launch,
+    same_process,
+    stop,
+)
+
+KEPT = "kept"  # servers left running on purpose (--glm5-keep-servers), for reuse by a later run
+LAUNCHED = "launched"  # servers of a live run, from spawn to stop: what a killed run leaves is reaped
+
+
+class RecordStore:
+    """Servers recorded across runs, in one JSON file; every change re-reads and merges under a file lock, keyed
+    by pid, so that two runs (or two workers) never drop each other's records."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "servers.json"
+        self.lock = FileLock(str(directory / "servers.json.lock"), timeout=60)
+
+    def _load(self) -> dict[str, dict[str, dict[str, Any]]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        return {KEPT: dict(data.get(KEPT, {})), LAUNCHED: dict(data.get(LAUNCHED, {}))}
+
+    def read(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """{"kept": {pid: record}, "launched": {pid: record}}."""
+        with self.lock:
+            return self._load()
+
+    def update(self, change: Callable[[dict[str, dict[str, dict[str, Any]]]], None]) -> None:
+        """Re-read, apply `change`, write atomically: all under the lock."""
+        with self.lock:
+            data = self._load()
+            change(data)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".servers.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(data, f, indent=1)
+                os.replace(tmp, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+
+    def put(self, section: str, data: dict[str, Any]) -> None:
+        """Record one server under its pid."""
+        self.update(lambda d: d[section].__setitem__(str(data["pid"]), data))
+
+    def drop(self, section: str, pid: int | None) -> None:
+        """Forget one server."""
+        def forget(d: dict[str, dict[str, dict[str, Any]]]) -> None:
+            d[section].pop(str(pid), None)
+
+        self.update(forget)
+
+
+def _owner() -> dict[str, Any]:
+    me = psutil.Process()
+    return {"owner_pid": me.pid, "owner_create_time": me.create_time()}
+
+
+def _orphaned(data: dict[str, Any]) -> bool:
+    """A launched server whose run is gone (killed outright) and that still runs."""
+    owner = data.get("owner_pid")
+    if owner is not None and same_process(int(owner), float(data.get("owner_create_time", 0.0))):
+        return False
+    return bool(data.get("pid")) and same_process(int(data["pid"]), float(data.get("create_time", 0.0)))
+
+
+@dataclass
+class PoolSettings:
+    """How the pool launches and reuses servers."""
+
+    model: str | None
+    log_dir: Path
+    startup_timeout: float = 3600.0
+    stop_timeout: float = 60.0
+    keep: bool = False
+    external_url: str | None = None
+    strict: bool = False
+    relaunch_after_crash: bool = False
+    stall_timeout: float = 120.0
+
+
+@dataclass
+class PoolEvent:
+    """One line of what the pool did, for the terminal and the report."""
+
+    config: str
+    message: str
+
+
+class ConfigMismatch(ServerError):
+    """An external server whose resolved args differ from the config."""
+
+    def __init__(self, config: str, url: str, diffs: list[str]) -> None:
+        self.config, self.url, self.diffs = config, url, diffs
+        super().__init__(f"server at {url} does not match config {config}: " + "; ".join(diffs))
+
+
+@dataclass
+class ServerPool:
+    """One live server at a time (each config may hold every GPU): launch, reuse or attach, and always stop."""
+
+    settings: PoolSettings
+    engine_for: Callable[[ServerConfig], Engine]
+    store: RecordStore | None = None
+    progress: Progress | None = None
+    current: ServerHandle | None = None
+    records: dict[str, ServerRecord] = field(default_factory=dict)
+    events: list[PoolEvent] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+    relaunch_why: dict[str, str] = field(default_factory=dict)
+    relaunched: set[str] = field(default_factory=set)
+    preflight_skipped: dict[str, str] = field(default_factory=dict)
+
+    def _say(self, config: str, message: str) -> None:
+        self.events.append(PoolEvent(config, message))
+
+    def model_for(self, config: ServerConfig) -> str:
+        """The model path: the config's own, else the run's; a clear error when neither is set."""
+        model = config.model or self.settings.model
+        if not model:
+            raise ServerError(f"no model path for config {config.name}: pass --glm5-model-path, set ini "
+                              "glm5_model_path or env GLM5_MODEL_PATH, or give the config a model")
+        return model
+
+    def get(self, config: ServerConfig) -> ServerHandle:
+        """The live server for this config: the current one, a reused one, or a new launch."""
+        if config.name in self.failures:
+            raise ServerError(self.failures[config.name])
+        if self.current is not None and self.current.config.name == config.name:
+            if self.current.exit_code() is None:
+                return self.current
+            self.notice_death()
+            if config.name in self.failures:
+                raise ServerError(self.failures[config.name])
+        self.release_current(next_config=config.name)
+        engine = self.engine_for(config)
+        if self.settings.external_url:
+            return self._attach(config, engine)
+        model = self.model_for(config)
+        try:
+            version = engine.version()
+            fp = config.fingerprint(version, model, engine.fingerprint_extra())
+        except EngineError as exc:
+            raise self._fail(config, str(exc)) from None
+        reused = self._reuse(config, engine, fp)
+        if reused is not None:
+            reused.record.engine_version = version
+            self.current = reused
+            return reused
+        check = engine.preflight(config, model, HOST, 0)
+        if check.problem:
+            raise self._fail(config, forensics.preflight_rejected(config.name, engine.name, check.problem))
+        if check.skipped:
+            self.preflight_skipped[config.name] = check.skipped
+            self._say(config.name, f"preflight skipped: {check.skipped}")
+        try:
+            handle = launch(config, engine, model, self.settings.log_dir, startup_timeout=self.settings.startup_timeout,
+                            keep=self.settings.keep, progress=self.progress, fingerprint=fp,
+                            on_spawn=self._note_launched)
+        except ServerError as exc:
+            raise self._fail(config, str(exc), engine) from None
+        handle.record.why = self.relaunch_why.pop(config.name, "")
+        handle.record.engine_version = version
+        self._say(config.name, f"launched pid {handle.pid} on port {handle.record.port} in "
+                               f"{handle.record.startup_s:.1f} s, log {handle.record.log_path}")
+        self.records[config.name] = handle.record
+        self.current = handle
+        return handle
+
+    def notice_death(self) -> None:
+        """If the current server died, record why; later tests of its config fail fast with that reason
+        (or, under --glm5-relaunch-after-crash, the next one relaunches it once)."""
+        handle = self.current
+        if handle is None or handle.record.crash is not None:
+            return
+        code = handle.exit_code()
+        if code is None:
+            return
+        name = handle.config.name
+        reason = forensics.crash_reason(handle, code)
+        handle.record.crash = reason
+        self.release_current()
+        if self.settings.relaunch_after_crash and name not in self.relaunched:
+            self.relaunched.add(name)
+            self._say(name, f"crashed ({reason}); relaunching once (--glm5-relaunch-after-crash)")
+            return
+        self.failures[name] = f"server for {name} crashed earlier: {reason}"
+        self._say(name, f"crashed: {reason}")
+
+    def notice_hang(self, reason: str) -> None:
+        """The current server is alive but stuck: stop it without a graceful wait; its config fails fast after."""
+        handle = self.current
+        if handle is None:
+            return
+        self.current = None
+        name = handle.config.name
+        handle.record.crash = f"hung: {reason}"
+        if handle.record.how != "external":
+            stop(handle, timeout=5.0)
+            self._forget_launched(handle.record)
+        self.failures[name] = f"server for {name} hung earlier: {reason}"
+        self._say(name, f"hung: {reason}; stopped")
+
+    def _fail(self, config: ServerConfig, message: str, engine: Engine | None = None) -> ServerError:
+        lines = message.splitlines()
+        # Later tests of this config get the cause in one line: what, the log lines that say why, where.
+        picked = engine.fatal_lines(lines[1:])[-3:] if engine else []
+        self.failures[config.name] = forensics.failed_earlier(config.name, message, picked)
+        rec = self.records.setdefault(config.name, ServerRecord(config.name, "", 0, None, "", "", ""))
+        rec.how = "failed"
+        rec.why = lines[0]
+        return ServerError(message)
+
+    def _attach(self, config: ServerConfig, engine: Engine) -> ServerHandle:
+        url = str(self.settings.external_url).rstrip("/")
+        rec = ServerRecord(config.name, url, 0, None, "", "", engine.name, how="external")
+        handle = ServerHandle(config, rec, engine, None)
+        if http_get(url + engine.info_path, timeout=5)[0] == 0:
+            raise self._fail(config, f"--sglang-url {url} is unreachable (nothing answered {engine.info_path} "
+                                     "within 5 s)")
+        info = handle.server_info()
+        diffs = engine.compare(config, config.model or self.settings.model or info.get("model_path", ""), info)
+        if diffs:
+            rec.why = "; ".join(diffs)
+            self.records[config.name] = rec
+            raise ConfigMismatch(config.name, url, diffs)
+        self.records[config.name] = rec
+        self._say(config.name, f"using external server {url}")
+        self.current = handle
+        return handle
+
+    def kept(self) -> dict[str, dict[str, Any]]:
+        """Kept servers recorded by earlier runs, by pid."""
+        return self.store.read()[KEPT] if self.store is not None else {}
+
+    def _reuse(self, config: ServerConfig, engine: Engine, fp: str) -> ServerHandle | None:
+        found: ServerHandle | None = None
+        for pid, old in self.kept().items():
+            rec = ServerRecord(**{k: v for k, v in old.items() if k in ServerRecord.__dataclass_fields__})
+            handle = ServerHandle(config, rec, engine, None)
+            if old.get("config") != config.name:
+                # One live server at a time: another config's kept server holds the GPUs this launch needs.
+                if same_process(rec.pid, rec.create_time):
+                    stop(handle, self.settings.stop_timeout)
+                    self._say(str(old.get("config")), f"stopped kept server pid {pid} to free the GPUs for "
+                                                      f"{config.name} (one live server at a time)")
+                self._forget_kept(rec.pid)
+                continue
+            rec.stopped = False
+            why = None
+            if not same_process(rec.pid, rec.create_time):
+                why = f"recorded pid {rec.pid} is gone"
+            elif rec.fingerprint != fp:
+                why = f"config changed (fingerprint {rec.fingerprint} -> {fp}): {self._changed(config, old)}"
+            elif not handle.alive():
+                why = "it does not answer readiness"
+            self._forget_kept(rec.pid)
+            if why is None and found is None:
+                rec.how, rec.why = "reused", f"kept server pid {rec.pid}, fingerprint {fp} matches"
+                self.records[config.name] = rec
+                self._note_launched(rec)
+                self._say(config.name, f"reusing kept server pid {rec.pid} on port {rec.port} (fingerprint matches)")
+                found = handle
+                continue
+            if same_process(rec.pid, rec.create_time):
+                stop(handle, self.settings.stop_timeout)
+            if why is not None:
+                self._say(config.name, f"not reusing kept server: {why}; launching anew")
+                self.relaunch_why[config.name] = why
+        return found
+
+    def _changed(self, config: ServerConfig, old: dict[str, Any]) -> str:
+        before = old.get("argv_flags")
+        now = config.flag_argv()
+        if before is None:
+            return "flags, env, model or engine"
+        removed = [f for f in before if f.startswith("--") and f not in now]
+        added = [f for f in now if f.startswith("--") and f not in before]
+        changed = [f"{a} {b}->{c}" for a, b, c in _flag_values(before, now)]
+        parts = ([f"added {' '.join(added)}"] if added else []) + ([f"removed {' '.join(removed)}"] if removed else [])
+        parts += [f"changed {c}" for c in changed]
+        return ", ".join(parts) or "engine, model or env"
+
+    def release_current(self, next_config: str | None = None) -> None:
+        """Stop the current server: before another config's launch (in every mode: one live server at a time),
+        and at the end of the run unless servers are kept."""
+        handle = self.current
+        self.current = None
+        if handle is None or handle.record.how == "external":
+            return
+        if self.settings.keep and next_config is not None and handle.exit_code() is None:
+            self._say(handle.config.name, f"stopped pid {handle.pid} to free the GPUs for {next_config} (one live "
+                                          "server at a time; the run's last server is the one kept)")
+        stop(handle, self.settings.stop_timeout)
+        self._forget_launched(handle.record)
+
+    def close(self) -> None:
+        """End of session: stop the current server, or keep it running and recorded (--glm5-keep-servers)."""
+        handle = self.current
+        if handle is None or not self.settings.keep or handle.record.how == "external" \
+                or handle.exit_code() is not None:
+            self.release_current()
+            return
+        self.current = None
+        data = asdict(handle.record)
+        data["argv_flags"] = handle.config.flag_argv()
+        if self.store is not None:
+            pid = str(handle.pid)
+
+            def move_to_kept(d: dict[str, dict[str, Any]]) -> None:
+                d[KEPT][pid] = data
+                d[LAUNCHED].pop(pid, None)
+
+            self.store.update(move_to_kept)
+        self._say(handle.config.name, f"kept running: pid {handle.pid} on port {handle.record.port}")
+
+    def _note_launched(self, rec: ServerRecord) -> None:
+        # Recorded from spawn until stopped: if this pytest is killed outright, the next run reaps what is left.
+        if self.store is not None:
+            self.store.put(LAUNCHED, {"config": rec.config, "pid": rec.pid, "port": rec.port,
+                                      "create_time": rec.create_time, **_owner()})
+
+    def _forget_launched(self, rec: ServerRecord) -> None:
+        if self.store is not None:
+            self.store.drop(LAUNCHED, rec.pid)
+
+    def _forget_kept(self, pid: int | None) -> None:
+        if self.store is not None:
+            self.store.drop(KEPT, pid)
+
+    def report(self) -> dict[str, Any]:
+        """Per config: launched / reused / external / failed and why, pid, port, startup s, log, exit status."""
+        return {name: {k: v for k, v in asdict(rec).items() if k != "stopped"} for name, rec in self.records.items()}
+
+
+def _flag_values(before: list[str], now: list[str]) -> list[tuple[str, str, str]]:
+    def pairs(argv: list[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for i, word in enumerate(argv):
+            if word.startswith("--"):
+                nxt = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
+                out[word] = nxt
+        return out
+
+    a, b = pairs(before), pairs(now)
+    return [(k, a[k], b[k]) for k in a if k in b and a[k] != b[k]]
+
+
+def reap_leftovers(store: RecordStore, timeout: float = 10.0) -> list[str]:
+    """Stop servers that runs killed outright left behind (their pytest is gone); one line each. Servers of runs
+    still alive (another pytest, another worker) are theirs and stay."""
+    lines: list[str] = []
+
+    def reap(d: dict[str, dict[str, Any]]) -> None:
+        for pid, data in list(d[LAUNCHED].items()):
+            owner_alive = data.get("owner_pid") is not None and same_process(
+                int(data["owner_pid"]), float(data.get("owner_create_time", 0.0)))
+            if owner_alive:
+                continue
+            if _orphaned(data):
+                kill_tree(int(data["pid"]), timeout)
+                lines.append(f"reaped a server left by an earlier run: {data.get('config')} pid {pid} "
+                             f"port {data.get('port')}")
+            del d[LAUNCHED][pid]
+
+    store.update(reap)
+    return lines
+
+
+def stop_recorded(store: RecordStore, timeout: float = 60.0) -> list[str]:
+    """Stop every server recorded by --glm5-keep-servers; return one line per server."""
+    lines: list[str] = []
+
+    def stop_all(d: dict[str, dict[str, Any]]) -> None:
+        for pid, data in d[KEPT].items():
+            if same_process(int(pid), float(data.get("create_time", 0.0))):
+                kill_tree(int(pid), timeout)
+                lines.append(f"stopped {data.get('config')}: pid {pid}, port {data.get('port')}")
+            else:
+                lines.append(f"{data.get('config')}: pid {pid} was already gone")
+        d[KEPT].clear()
+
+    store.update(stop_all)
+    return lines

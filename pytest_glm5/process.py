@@ -1,0 +1,288 @@
+"""One server process: launch, wait until ready, watch, stop the whole tree."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import psutil
+
+from . import forensics
+from .configs import ServerConfig
+from .engines.base import Engine
+
+HOST = "127.0.0.1"
+POLL_S = 0.25
+
+
+class ServerError(Exception):
+    """A server that did not come up, died, or cannot be reused; the message says why and where the log is."""
+
+
+def free_port(host: str = HOST) -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int, host: str = HOST) -> bool:
+    """True while something accepts connections on host:port."""
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+def who_listens(port: int) -> str:
+    """`pid 123 (python3)` of the process listening on a local port, or `another process`."""
+    with contextlib.suppress(psutil.Error, OSError):
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+    return "another process"
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    """GET url; (status, body), with status 0 when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return int(resp.status), resp.read()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), b""
+    except (OSError, ValueError):
+        return 0, b""
+
+
+def _pdeathsig() -> None:
+    # Linux: the server gets SIGKILL when the pytest that launched it dies, even by SIGKILL.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def kill_tree(pid: int, timeout: float) -> None:
+    """SIGTERM the process group, wait, then SIGKILL every process left in the tree."""
+    try:
+        proc = psutil.Process(pid)
+        tree = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    for p in tree:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+            # A stopped process (SIGSTOP, a debugger) acts on SIGTERM only once continued; without this the
+            # whole timeout is waited out before the SIGKILL.
+            p.send_signal(signal.SIGCONT)
+    _, alive = psutil.wait_procs(tree, timeout=timeout)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    psutil.wait_procs(alive, timeout=10)
+
+
+def process_state(pid: int | None) -> str:
+    """`running`, `sleeping`, `stopped (SIGSTOP or a debugger)`, `zombie`, ... or `gone`."""
+    if pid is None:
+        return "unknown (not launched here)"
+    try:
+        status = psutil.Process(pid).status()
+    except psutil.Error:
+        return "gone"
+    return {psutil.STATUS_STOPPED: "stopped (SIGSTOP or a debugger)",
+            psutil.STATUS_TRACING_STOP: "stopped by a tracer",
+            psutil.STATUS_DISK_SLEEP: "in uninterruptible I/O wait (D)"}.get(status, str(status))
+
+
+@dataclass
+class ServerRecord:
+    """What the pool knows of a server, for the report and for reuse across runs."""
+
+    config: str
+    url: str
+    port: int
+    pid: int | None
+    fingerprint: str
+    log_path: str
+    engine: str
+    how: str = "launched"
+    why: str = ""
+    startup_s: float = 0.0
+    exit_status: int | None = None
+    stopped: bool = False
+    crash: str | None = None
+    create_time: float = 0.0
+    engine_version: str = ""
+    model: str = ""
+    launched_at: float = 0.0
+    stopped_at: float = 0.0
+
+
+def same_process(pid: int | None, create_time: float) -> bool:
+    """The recorded process still runs (a recycled pid with another start time does not count)."""
+    if pid is None:
+        return False
+    try:
+        proc = psutil.Process(pid)  # raises for a pid that does not exist, whether or not a start time is known
+        return abs(proc.create_time() - create_time) < 1.0 if create_time else proc.is_running()
+    except psutil.Error:
+        return False
+
+
+class ServerHandle:
+    """The live server a test gets: url, config, pid, log path, /server_info, alive()."""
+
+    def __init__(self, config: ServerConfig, record: ServerRecord, engine: Engine,
+                 proc: subprocess.Popen[bytes] | None) -> None:
+        self.config = config
+        self.record = record
+        self.engine = engine
+        self.proc = proc
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:30000."""
+        return self.record.url
+
+    @property
+    def model(self) -> str | None:
+        """The model path the server was launched with (None when unknown, e.g. an external server)."""
+        return self.record.model or None
+
+    @property
+    def pid(self) -> int | None:
+        """Process id (None for an external server)."""
+        return self.record.pid
+
+    @property
+    def log_path(self) -> Path | None:
+        """The server's log file (None for an external server)."""
+        return Path(self.record.log_path) if self.record.log_path else None
+
+    def server_info(self) -> dict[str, Any]:
+        """The engine's info endpoint (`/server_info` for SGLang; empty if it has none)."""
+        status, body = http_get(self.url + self.engine.info_path, timeout=10)
+        if status != 200:
+            return {}
+        with contextlib.suppress(ValueError):
+            return dict(json.loads(body))
+        return {}
+
+    def exit_code(self) -> int | None:
+        """The exit status once the process has ended."""
+        if self.proc is not None:
+            return self.proc.poll()
+        if self.record.pid is not None and not same_process(self.record.pid, self.record.create_time):
+            return -1
+        return None
+
+    def alive(self) -> bool:
+        """Process running (for launched servers) and answering readiness."""
+        if self.exit_code() is not None:
+            return False
+        return any(http_get(self.url + p, timeout=5)[0] == 200 for p in self.engine.ready_paths)
+
+
+class Progress(Protocol):
+    """Receives one-line progress while a server starts (elapsed seconds, newest log line)."""
+
+    def __call__(self, config: str, elapsed: float, line: str) -> None: ...
+
+
+def launch(config: ServerConfig, engine: Engine, model: str, log_dir: Path, *, startup_timeout: float,
+           keep: bool = False, progress: Progress | None = None, fingerprint: str = "",
+           on_spawn: Callable[[ServerRecord], None] | None = None) -> ServerHandle:
+    """Start a server of this config and wait until it is ready; ServerError (process stopped) otherwise.
+
+    `on_spawn` gets the record as soon as the process exists, before the (possibly hour-long) model load:
+    whoever records servers for reaping must know of it before anything can kill this pytest."""
+    fixed = config.flags.get("port")
+    port = int(fixed) if fixed else free_port()
+    if fixed and port_in_use(port):
+        raise ServerError(f"{config.name}: port {port} (the config's `port` flag) is already in use by "
+                          f"{who_listens(port)}; stop it, or drop `port` from the config to get a free port")
+    argv = engine.argv(config, model, HOST, port)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{config.name}-{port}.log"
+    env = {**os.environ, **engine.env(config)}
+    if keep:
+        env.pop("GLM5_PDEATHSIG", None)
+    with open(log_path, "wb") as out:
+        out.write(("$ " + " ".join(argv) + "\n").encode())
+        out.flush()
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True, preexec_fn=None if keep else _pdeathsig)
+        except OSError as exc:
+            raise ServerError(f"{config.name}: cannot start {argv[0]}: {exc.strerror}") from None
+    record = ServerRecord(config=config.name, url=f"http://{HOST}:{port}", port=port, pid=proc.pid,
+                          fingerprint=fingerprint, log_path=str(log_path), engine=engine.name, model=model,
+                          launched_at=time.time())
+    with contextlib.suppress(psutil.Error):
+        record.create_time = psutil.Process(proc.pid).create_time()
+    handle = ServerHandle(config, record, engine, proc)
+    t0 = time.monotonic()
+    try:
+        if on_spawn is not None:
+            on_spawn(record)
+        wait_ready(handle, startup_timeout, progress)
+    except BaseException:
+        stop(handle, timeout=5)
+        raise
+    record.startup_s = time.monotonic() - t0
+    return handle
+
+
+def wait_ready(handle: ServerHandle, timeout: float, progress: Progress | None = None) -> None:
+    """Poll readiness every POLL_S; fail at once if the process exits, or with the log tail at the timeout."""
+    t0 = time.monotonic()
+    paths = list(handle.engine.ready_paths)
+    log = handle.log_path
+    name = handle.config.name
+    while True:
+        code = handle.exit_code()
+        if code is not None:
+            raise ServerError(forensics.startup_exit(name, code, time.monotonic() - t0, log))
+        for path in list(paths):
+            status, _ = http_get(handle.url + path, timeout=2)
+            if status == 200:
+                return
+            if status == 404 and len(paths) > 1:
+                paths.remove(path)  # An engine without /ready: fall back to the next probe.
+        elapsed = time.monotonic() - t0
+        if elapsed > timeout:
+            raise ServerError(forensics.startup_timeout(name, timeout, log))
+        if progress and log:
+            last = forensics.tail(log, 1)
+            progress(name, elapsed, last[0] if last else "")
+        time.sleep(POLL_S)
+
+
+def stop(handle: ServerHandle, timeout: float = 60.0) -> None:
+    """SIGTERM the group, wait up to timeout, SIGKILL what is left, wait until the port is free."""
+    rec = handle.record
+    if rec.pid is None or rec.stopped:
+        return
+    kill_tree(rec.pid, timeout)
+    if handle.proc is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            rec.exit_status = handle.proc.wait(10)
+    deadline = time.monotonic() + 30
+    while port_in_use(rec.port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    rec.stopped = True
+    rec.stopped_at = time.time()

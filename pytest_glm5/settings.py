@@ -1,0 +1,214 @@
+"""Every setting of the plugin once: name, default, where it may come from, and its check.
+
+A value comes from the command line, else the ini file, else the environment (where one is named), else the
+suite's defaults (the root conftest's `pytest_glm5_suite` hook), else the default here. A bad value is a
+SettingsError that names where it came from (`--glm5-stall-timeout`, `ini glm5_stall_timeout in pyproject.toml`,
+`env GLM5_MODEL_PATH`, `suite default glm5-sim-time-scale in conftest.py`), as pytest-timeout's
+`_validate_timeout` does.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONFIGS = Path("suites") / "configs.toml"
+DEFAULT_BASELINES = Path("baselines")
+SIM_DEFAULT_MODEL = "/models/GLM-5-NVFP4"
+
+
+class SettingsError(Exception):
+    """A setting with a bad value; the message names the source and the fix."""
+
+
+def _positive(value: str) -> float:
+    number = float(value)
+    if not number > 0 or number == float("inf"):
+        raise ValueError("must be a number > 0")
+    return number
+
+
+def _non_negative(value: str) -> float:
+    number = float(value)
+    if not number >= 0 or number == float("inf"):
+        raise ValueError("must be a number >= 0")
+    return number
+
+
+def _count(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError("must be a whole number >= 1") from None
+    if number < 1:
+        raise ValueError("must be a whole number >= 1")
+    return number
+
+
+def parse_url(value: str) -> str:
+    """A server's base URL (http or https, with a host); ValueError saying what is wrong."""
+    parsed = urllib.parse.urlparse(value)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError("is not a URL: give the server's base URL, e.g. http://127.0.0.1:30000")
+    try:
+        parsed.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        raise ValueError("has a port that is not a number") from None
+    return value.rstrip("/")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One option: its command-line flag, ini twin, environment variable, default and check."""
+
+    name: str  # the flag without dashes, e.g. "glm5-stall-timeout"
+    help: str
+    default: Any = None
+    ini: bool = True
+    env: str | None = None
+    parse: Callable[[str], Any] | None = None  # None: kept as text
+    flag: bool = False  # store_true, command line only
+    argparse: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str:
+        """The attribute name on pytest's option namespace and in the ini file."""
+        return self.name.replace("-", "_")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("glm5-configs", "server configs file (default suites/configs.toml under the rootdir)"),
+    Setting("glm5-model-path", "model path for configs without their own (also env GLM5_MODEL_PATH)",
+            env="GLM5_MODEL_PATH"),
+    Setting("glm5-sim", "run every config on the SGLang emulator", flag=True, ini=False),
+    Setting("glm5-sim-profile", "emulator profile name or TOML file (default: the config's, else glm5-sm120)"),
+    Setting("glm5-sim-time-scale", "emulator time scale (0.1 runs ten times faster; default 1)", 1.0,
+            parse=_positive),
+    Setting("glm5-sim-slowdown", "emulated decode speed times F (0.8 injects a 20%% regression)", 1.0,
+            parse=_positive, ini=False),
+    Setting("glm5-sim-startup-s", "emulated model-load seconds (default: the profile's)", parse=_non_negative),
+    Setting("glm5-log-dir", "where server logs go (default: glm5-logs under pytest's basetemp)"),
+    Setting("glm5-startup-timeout", "seconds a server may take to become ready (default 3600)", 3600.0,
+            parse=_positive),
+    Setting("glm5-stop-timeout", "seconds between SIGTERM and SIGKILL when stopping a server (default 60)", 60.0,
+            parse=_positive),
+    Setting("glm5-keep-servers", "leave the run's last server running and reuse it next run if its config matches",
+            flag=True, ini=False),
+    Setting("glm5-stop-servers", "stop servers kept by earlier runs, then exit", flag=True, ini=False),
+    Setting("sglang-url", "use this running server for every config; never stop it", ini=False, parse=parse_url),
+    Setting("glm5-strict", "fail (not skip) when an external server's args differ from the config", flag=True,
+            ini=False),
+    Setting("glm5-report", "write a JSON report of servers and results here", ini=False),
+    Setting("glm5-stall-timeout", "seconds without a token from any request that make a load run a hang "
+            "(default 120)", 120.0, parse=_positive),
+    Setting("glm5-relaunch-after-crash", "relaunch a crashed server once instead of failing the config's "
+            "remaining tests", flag=True, ini=False),
+    Setting("update-baselines", "record measured medians: new metrics and improvements; =all also lowers regressed "
+            "bounds", ini=False, argparse={"nargs": "?", "const": "new", "choices": ("new", "all")}),
+    Setting("glm5-baselines", "baselines directory (default baselines/ under the rootdir)"),
+    Setting("glm5-hardware", "hardware key of the baselines (needed with a remote --sglang-url), e.g. "
+            "8x-rtx-pro-6000-blackwell-sm120", ini=False),
+    Setting("glm5-strict-baselines", "fail metrics that have no baseline yet (for CI gates)", flag=True, ini=False),
+    Setting("glm5-repeats", "repeat each scenario N times (default: the suite's per-scenario value)",
+            parse=_count),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where values can come from: the command line, the ini file, the environment, the suite's defaults."""
+
+    option: Callable[[str], Any]  # dest -> value or None
+    ini: Callable[[str], Any]  # dest -> value or None/""
+    ini_file: str = "the ini file"
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    suite: Mapping[str, Any] = field(default_factory=dict)
+    suite_file: str = "conftest.py"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One setting's value and where it came from."""
+
+    value: Any
+    source: str
+
+
+class Settings:
+    """The run's settings, resolved and validated once at configure time."""
+
+    def __init__(self, sources: Sources) -> None:
+        self.values: dict[str, Resolved] = {}
+        unknown = sorted(set(sources.suite) - set(BY_NAME))
+        if unknown:
+            raise SettingsError(f"{sources.suite_file}: pytest_glm5_suite gives default {unknown[0]!r}, which is not "
+                                f"a setting; known: {', '.join(BY_NAME)}")
+        for s in SETTINGS:
+            self.values[s.name] = self._resolve(s, sources)
+
+    @staticmethod
+    def _resolve(s: Setting, src: Sources) -> Resolved:
+        candidates: list[tuple[Any, str]] = [(src.option(s.dest), f"--{s.name}")]
+        if s.ini:
+            candidates.append((src.ini(s.dest), f"ini {s.dest} in {src.ini_file}"))
+        if s.env:
+            candidates.append((src.env.get(s.env), f"env {s.env}"))
+        candidates.append((src.suite.get(s.name), f"suite default {s.name} in {src.suite_file}"))
+        for value, where in candidates:
+            if value is None or value == "" or (s.flag and value is False):
+                continue
+            if s.parse is None or isinstance(value, bool):
+                return Resolved(value, where)
+            try:
+                return Resolved(s.parse(str(value).strip()), where)
+            except ValueError as exc:
+                reason = str(exc) if str(exc).startswith(("must", "is", "has")) else "must be a number > 0"
+                raise SettingsError(f"{where} = {value!r} {reason}") from None
+        return Resolved(s.default, "default")
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name].value
+
+    def source(self, name: str) -> str:
+        """Where a setting's value came from."""
+        return self.values[name].source
+
+
+def resolve_path(given: str | None, default: Path, rootdir: Path, invocation_dir: Path) -> Path:
+    """A path setting: as given (relative to where pytest was invoked), else the default under the rootdir."""
+    if given is None:
+        return rootdir / default
+    path = Path(given).expanduser()
+    return path if path.is_absolute() else invocation_dir / path
+
+
+def check_writable_dir(path: Path, what: str) -> None:
+    """Create the directory if needed and prove a file can be written there; SettingsError otherwise."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".glm5-write-check-"):
+            pass
+    except OSError as exc:
+        raise SettingsError(f"{what} {path} is not writable: {exc.strerror or exc}; pick another directory") from None
+
+
+def check_writable_file(path: Path, what: str) -> None:
+    """An output file's directory must exist and take a new file (checked before anything runs)."""
+    if path.is_dir():
+        raise SettingsError(f"{what} {path} is a directory; give a file path")
+    parent = path.parent
+    if not parent.is_dir():
+        raise SettingsError(f"{what} {path}: directory {parent} does not exist")
+    try:  # A real write: access() says yes to root even where nothing can be created (/proc, read-only mounts).
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".glm5-write-check-"):
+            pass
+    except OSError as exc:
+        raise SettingsError(f"{what} {path} cannot be written: {exc.strerror or exc}; pick another path") from None
+    if path.exists() and not os.access(path, os.W_OK):
+        raise SettingsError(f"{what} {path} cannot be written (permission denied); pick another path")

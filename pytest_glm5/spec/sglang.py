@@ -1,0 +1,96 @@
+"""SGLang 0.5.23's facts in one place: version, flag table, removed flags, fatal log lines, GPU count, info keys.
+
+The real engine (engines/sglang.py) and the emulator (sim/) both import this module; neither imports the other.
+The flag table in sglang_flags.json was read from the release wheel by scripts/extract_sglang_flags.py.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+VERSION = "0.5.23"
+# `/server_info` holds the resolved args, `launch_command` and `version` (server's http_server.py);
+# `/get_server_info` is its deprecated alias.
+INFO_PATH = "/server_info"
+READY_PATHS = ("/ready", "/health_generate")
+
+# Flags that 0.5.23 no longer accepts, with what replaced them (sglang.md section 4, server_args.py).
+REMOVED_FLAGS: dict[str, str] = {
+    "--enable-piecewise-cuda-graph": "removed in SGLang 0.5.23: prefill CUDA graphs are now "
+                                     "--cuda-graph-backend-prefill {full,breakable,disabled}",
+    "--cuda-graph-max-bs": "removed in SGLang 0.5.23: use --cuda-graph-max-bs-decode N or "
+                           "--cuda-graph-max-bs-prefill N",
+}
+
+# Log lines that explain why an SGLang server died (shared/reference/campaign.md, sglang.md 5).
+FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("cuda-oom", r"CUDA out of memory|OutOfMemoryError"),
+    ("illegal-memory-access", r"illegal memory access"),
+    ("cutlass-tile", r"CUTLASS|shared memory|[Tt]ile \d+x\d+x\d+|OutOfResources"),
+    ("nccl", r"NCCL (error|WARN)|ncclInternalError|ncclSystemError|NCCL timeout"),
+    ("watchdog", r"[Ww]atchdog timeout|Scheduler watchdog"),
+    ("scheduler-exception", r"Scheduler hit an exception|Detokenizer hit an exception|TokenizerManager hit"),
+    ("traceback", r"^Traceback \(most recent call last\)|^\S*(Error|Exception): "),
+    ("child-died", r"Received sigquit from a child process|Initialization failed"),
+)
+
+
+@cache
+def flag_table() -> dict[str, Any]:
+    """The flag table read from the SGLang wheel: {"source", "prog", "options": [{flags, dest, ...}]}."""
+    text = resources.files("pytest_glm5.spec").joinpath("sglang_flags.json").read_text(encoding="utf-8")
+    table: dict[str, Any] = json.loads(text)
+    return table
+
+
+def flag_dests() -> dict[str, str]:
+    """Every SGLang flag spelling -> its args dest (`--tp-size` and `--tensor-parallel-size` -> tp_size)."""
+    return {flag: opt["dest"] for opt in flag_table()["options"] for flag in opt["flags"]}
+
+
+def removed_flag_hint(message: str) -> str:
+    """argparse's "unrecognized arguments" message, with what replaced a removed flag when one is named."""
+    hints = [f"{flag}: {why}" for flag, why in REMOVED_FLAGS.items() if flag in message]
+    return message + "".join(f" ({h})" for h in hints)
+
+
+def gpus_needed(args: dict[str, Any]) -> int:
+    """GPUs one server uses: tp_size x pp_size. Attention DP and CP live inside the TP group, not beside it:
+    sglang/srt/arg_groups/parallel_hook.py:162 asserts `tp_size % (attn_dp_size * attn_cp_size) == 0` and
+    runtime_context.py:76 derives `attn_tp_size = tp_size // attn_dp_size // attn_cp_size`."""
+    tp = int(args.get("tp_size") or 1)
+    pp = int(args.get("pp_size") or 1)
+    return tp * pp
+
+
+def compare_server_info(flags: dict[str, Any], model: str, info: dict[str, Any]) -> list[str]:
+    """Flags of a config that a running SGLang server's resolved args (`/server_info`) contradict."""
+    dests = flag_dests()
+    diffs: list[str] = []
+    if info.get("model_path") not in (None, model):
+        diffs.append(f"model_path: server {info.get('model_path')!r}, config {model!r}")
+    for key, want in flags.items():
+        flag = key if key.startswith("-") else f"--{key}"
+        dest = dests.get(flag)
+        if dest is None or dest not in info:
+            continue
+        have = info[dest]
+        if want is True:
+            ok = bool(have) is True
+        elif want is False:
+            ok = not have
+        else:
+            ok = str(have) == str(want) or (isinstance(have, float | int) and _num_eq(have, want))
+        if not ok:
+            diffs.append(f"{flag}: server {have!r}, config {want!r}")
+    return diffs
+
+
+def _num_eq(have: float | int, want: Any) -> bool:
+    try:
+        return float(have) == float(want)
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,90 @@
+"""Every command README.md and docs/ show is run here, so the documentation cannot drift from the code.
+
+`pytest ...` lines run for real from the repo root with --collect-only (options, ini keys, paths, markers and the
+configs file are all checked; nothing is launched); `glm5 ...` lines go through the real parsers; scripts must
+exist and parse. A command of a kind this file does not know fails the test: add a rule, do not skip it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_glm5.cli import build_parser
+from pytest_glm5.sim.args import parse_args as sim_parse_args
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHELL_FENCES = {"bash", "sh", "shell", "console"}
+
+
+def shown_commands() -> list[tuple[str, str]]:
+    """(where, command) for each command line in the docs' shell code blocks, continuations joined."""
+    out: list[tuple[str, str]] = []
+    for doc in DOCS:
+        fence: str | None = None
+        pending = ""
+        for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith("```"):
+                fence = None if fence is not None else line[3:].strip()
+                continue
+            if fence not in SHELL_FENCES:
+                continue
+            text = re.sub(r"\s+#\s.*$", "", line).strip()
+            if not text or text.startswith("#"):
+                continue
+            if text.endswith("\\"):
+                pending += text[:-1] + " "
+                continue
+            out.append((f"{doc.name}:{n}", pending + text))
+            pending = ""
+    return out
+
+
+COMMANDS = shown_commands()
+
+
+def test_the_docs_show_the_missions_commands() -> None:
+    shown = {cmd for _, cmd in COMMANDS}
+    for cmd in ("pytest -m sm120", "pytest -m sm120 --update-baselines", "pytest -m sm120 --glm5-sim",
+                "bash scripts/nightly.sh", "bash scripts/test.sh"):
+        assert cmd in shown, cmd
+
+
+@pytest.mark.parametrize(("where", "command"), COMMANDS, ids=[w for w, _ in COMMANDS])
+def test_shown_command_runs(where: str, command: str, tmp_path: Path) -> None:
+    words = shlex.split(command)
+    # [VAR=value ...] before the command
+    while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
+        words = words[1:]
+    head = words[0]
+    if head == "export":
+        assert all(re.match(r"^[A-Z_][A-Z0-9_]*=\S+$", w) for w in words[1:]), command
+    elif head == "bash":
+        script = ROOT / words[1]
+        assert script.is_file(), f"{where}: {script} does not exist"
+        subprocess.run(["bash", "-n", str(script)], check=True)
+    elif head == "pytest":
+        # Collected for real from the repo root: unknown options, ini keys, paths or configs fail here.
+        p = subprocess.run([sys.executable, "-m", "pytest", *words[1:], "--collect-only", "-q", "-o",
+                            f"cache_dir={tmp_path / 'cache'}", f"--basetemp={tmp_path / 'bt'}"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode in (0, 5), f"{where}: `{command}` exit {p.returncode}\n{p.stdout[-2000:]}{p.stderr}"
+        assert "error" not in p.stderr.lower(), p.stderr
+    elif head == "glm5" and words[1] == "sim":
+        ns = sim_parse_args(words[2:])
+        assert ns.model_path
+    elif head == "glm5":
+        build_parser().parse_args(words[1:])
+    elif head in ("python", "python3") and words[1].startswith("scripts/"):
+        assert (ROOT / words[1]).is_file(), f"{where}: {words[1]} does not exist"
+        subprocess.run([sys.executable, "-m", "py_compile", str(ROOT / words[1])], check=True)
+    elif head in ("pip", "git"):
+        pass  # installation and review steps: nothing of ours to check
+    else:
+        pytest.fail(f"{where}: no rule checks `{command}`; add one to tests/test_docs.py")
