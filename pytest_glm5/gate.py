@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,15 @@ from .provenance import Provenance
 
 class GateError(Exception):
     """The gate cannot judge (no hardware key, a broken baselines file); the message says why and what to do."""
+
+
+def check_stores(root: Path, wanted: Iterable[tuple[str, str]]) -> None:
+    """Read the baselines file of each (hardware, model) now; GateError names the first that cannot be used."""
+    for path in {baseline_path(root, hw, model) for hw, model in wanted}:
+        try:
+            BaselineStore(path)
+        except BaselineError as exc:
+            raise GateError(str(exc)) from None
 
 
 def workload_of(workload: Workload) -> dict[str, object]:

@@ -6,7 +6,6 @@ import json
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -15,18 +14,18 @@ from typing import Any, NoReturn
 import pytest
 
 from . import hookspecs
-from .baselines import BaselineError, BaselineStore, Change, baseline_path
+from .baselines import Change
 from .configs import ConfigError, ServerConfig, load_configs
 from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine, TransformersEngine
 from .forensics import tail
-from .gate import PerfGate
+from .gate import GateError, PerfGate, check_stores
 from .loadgen import BenchResult
 from .perf import Perf, PerfRun
 from .perf import bench as run_bench
 from .pool import KEPT, ConfigMismatch, PoolSettings, RecordStore, ServerPool, reap_leftovers, stop_recorded
 from .process import ServerError, ServerHandle
-from .provenance import sim_hardware_key
-from .report import json_report, summary_lines, telemetry_lines, verdict_table
+from .provenance import expected_hardware
+from .report import TerminalProgress, json_report, summary_lines, telemetry_lines, verdict_table
 from .settings import (
     DEFAULT_BASELINES,
     DEFAULT_CONFIGS,
@@ -249,40 +248,25 @@ def _gate_hardware(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def _hardware_known(config: pytest.Config, cfg: ServerConfig) -> str | None:
-    """The hardware key a config's baselines will be read under, where it is known before any launch."""
     s = _settings(config)
-    if s["glm5-sim"] or cfg.engine == "sim":
-        from .sim.profile import ProfileError, load_profile
-
-        profile = s["glm5-sim-profile"] or cfg.sim_profile or "glm5-sm120"
-        try:
-            name = str(load_profile(profile)["name"])
-        except ProfileError as exc:
-            raise pytest.UsageError(f"glm5: config {cfg.name}: {exc}") from None
-        return sim_hardware_key(name, float(s["glm5-sim-time-scale"]))
-    if s["glm5-hardware"]:
-        return str(s["glm5-hardware"])
-    return None if s["sglang-url"] else _nvml_key(config)
+    sim = bool(s["glm5-sim"] or cfg.engine == "sim")
+    try:
+        return expected_hardware(sim, s["glm5-sim-profile"] or cfg.sim_profile, float(s["glm5-sim-time-scale"]),
+                                 s["glm5-hardware"], bool(s["sglang-url"]), lambda: _nvml_key(config))
+    except ValueError as exc:
+        raise pytest.UsageError(f"glm5: config {cfg.name}: {exc}") from None
 
 
 def _check_baselines(config: pytest.Config, used: dict[str, ServerConfig]) -> None:
     """Read every baselines file the run will use now, not after a model load and a load run."""
     s = _settings(config)
     model_default = s["glm5-model-path"] or (SIM_DEFAULT_MODEL if s["glm5-sim"] else None)
-    seen: set[Path] = set()
-    for cfg in used.values():
-        model = cfg.model or model_default
-        hw = _hardware_known(config, cfg)
-        if model is None or hw is None:
-            continue
-        path = baseline_path(_baselines_root(config), hw, model)
-        if path in seen:
-            continue
-        seen.add(path)
-        try:
-            BaselineStore(path)
-        except BaselineError as exc:
-            raise pytest.UsageError(f"glm5: {exc}") from None
+    wanted = [(hw, model) for cfg in used.values()
+              if (model := cfg.model or model_default) is not None and (hw := _hardware_known(config, cfg)) is not None]
+    try:
+        check_stores(_baselines_root(config), wanted)
+    except GateError as exc:
+        raise pytest.UsageError(f"glm5: {exc}") from None
 
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: configs of deselected tests need not exist
@@ -317,38 +301,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         kept = {str(d.get("config")) for d in store.read()[KEPT].values()}
         groups = dict(sorted(groups.items(), key=lambda kv: kv[0] not in kept))
     items[:] = plain + [item for group in groups.values() for item in group]
-
-
-class _Progress:
-    """One updating terminal line while a server starts: elapsed time and the newest log line."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.tr = config.pluginmanager.get_plugin("terminalreporter")
-        self.quiet = config.get_verbosity() < 0
-        self.tty = bool(self.tr and self.tr.isatty())
-        self.last = 0.0
-        self.shown = False
-
-    def __call__(self, config: str, elapsed: float, line: str) -> None:
-        if self.quiet or self.tr is None:
-            return
-        now = time.monotonic()
-        if not self.last and not self.tty:
-            self.last = now  # In logs, a line every 30 s; the first after 30 s.
-        if now - self.last < (0.5 if self.tty else 30.0):
-            return
-        self.last = now
-        text = f"glm5: starting {config} [{elapsed:5.0f} s] {line.strip()[:110]}"
-        if self.tty:
-            self.tr.rewrite(text, erase=True)
-            self.shown = True
-        else:
-            self.tr.write_line(text)
-
-    def done(self) -> None:
-        if self.shown and self.tr is not None:
-            self.tr.rewrite("", erase=True)
-            self.shown = False
 
 
 def _engine_factory(config: pytest.Config) -> Callable[[ServerConfig], Engine]:
@@ -398,7 +350,8 @@ def glm5_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         relaunch_after_crash=bool(s["glm5-relaunch-after-crash"]),
         stall_timeout=float(s["glm5-stall-timeout"]),
     )
-    pool = ServerPool(settings, _engine_factory(config), store=store, progress=_Progress(config))
+    progress = TerminalProgress(config.pluginmanager.get_plugin("terminalreporter"), quiet=config.get_verbosity() < 0)
+    pool = ServerPool(settings, _engine_factory(config), store=store, progress=progress)
     config.stash[pool_key] = pool
     try:
         yield pool
@@ -439,7 +392,7 @@ def sglang_server(request: pytest.FixtureRequest, glm5_pool: ServerPool) -> Serv
     except ServerError as exc:
         problem = exc
     finally:
-        if isinstance(glm5_pool.progress, _Progress):
+        if isinstance(glm5_pool.progress, TerminalProgress):
             glm5_pool.progress.done()
     # Outside the except block, so the report shows the cause alone, not a chain of exceptions.
     if isinstance(problem, ConfigMismatch):

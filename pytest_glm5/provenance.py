@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,23 @@ class Provenance:
 def sim_hardware_key(profile: str, time_scale: float) -> str:
     """`sim-glm5-sm120-x0.01`: emulator baselines never mix with real hardware or other time scales."""
     return f"sim-{profile}-x{float(time_scale):g}"
+
+
+def expected_hardware(sim: bool, sim_profile: str | None, time_scale: float, given: str | None, external: bool,
+                      nvml_key: Callable[[], str | None]) -> str | None:
+    """The hardware key a config's baselines will be read under, where it is known before any launch (None: only
+    the server will tell); ValueError for an emulator profile that does not exist."""
+    if sim:
+        from .sim.profile import ProfileError, load_profile  # the emulator's profiles name its keys
+
+        try:
+            name = str(load_profile(sim_profile or "glm5-sm120")["name"])
+        except ProfileError as exc:
+            raise ValueError(str(exc)) from None
+        return sim_hardware_key(name, time_scale)
+    if given:
+        return given
+    return None if external else nvml_key()
 
 
 def hardware_for(server_info: dict[str, Any], given: str | None, nvml_key: str | None) -> str:

@@ -2,10 +2,44 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from .baselines import WORKLOAD_CHANGED, Change, Verdict, fmt, unit_of
+
+
+class TerminalProgress:
+    """One updating terminal line while a server starts: elapsed time and the newest log line."""
+
+    def __init__(self, terminal: Any, quiet: bool = False) -> None:
+        self.tr = terminal  # pytest's terminal reporter (write_line, rewrite, isatty), or None
+        self.quiet = quiet
+        self.tty = bool(self.tr and self.tr.isatty())
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, config: str, elapsed: float, line: str) -> None:
+        if self.quiet or self.tr is None:
+            return
+        now = time.monotonic()
+        if not self.last and not self.tty:
+            self.last = now  # In logs, a line every 30 s; the first after 30 s.
+        if now - self.last < (0.5 if self.tty else 30.0):
+            return
+        self.last = now
+        text = f"glm5: starting {config} [{elapsed:5.0f} s] {line.strip()[:110]}"
+        if self.tty:
+            self.tr.rewrite(text, erase=True)
+            self.shown = True
+        else:
+            self.tr.write_line(text)
+
+    def done(self) -> None:
+        if self.shown and self.tr is not None:
+            self.tr.rewrite("", erase=True)
+            self.shown = False
+
 
 MARKS = {"pass": "ok", "regression": "REGRESSION", "improvement": "improved", "new": "new",
          WORKLOAD_CHANGED: "workload changed"}

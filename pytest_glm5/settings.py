@@ -195,7 +195,8 @@ def check_writable_dir(path: Path, what: str) -> None:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".glm5-write-check-"):
             pass
     except OSError as exc:
-        raise SettingsError(f"{what} {path} is not writable: {exc.strerror or exc}; pick another directory") from None
+        raise SettingsError(f"{what} {path} cannot be created or written to: {exc.strerror or exc}; pick another "
+                              "directory") from None
 
 
 def check_writable_file(path: Path, what: str) -> None:
