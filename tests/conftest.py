@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from simproc import Sim, start_sim
@@ -40,5 +42,19 @@ def _kill_leftover_servers(request: pytest.FixtureRequest) -> Iterator[None]:
     if path is not None:
         from plugin_helpers import servers_of
 
-        for proc in servers_of(f"/models/{path.name}"):
-            proc.kill()
+        # Emulators carry the test's model name; other engines (llama-server) a model file under its directory.
+        for proc in servers_of(f"/models/{path.name}") + servers_under(path):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+
+def servers_under(path: Path) -> list[psutil.Process]:
+    """Processes other than this one and its parents whose command line names a file under path."""
+    me = psutil.Process()
+    mine = {me.pid, *(p.pid for p in me.parents())}
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if p.pid not in mine and any(word.startswith(f"{path}/") for word in cmd):
+            out.append(p)
+    return out
