@@ -28,7 +28,6 @@ from typing import Any
 import tomlkit
 from filelock import FileLock
 from tomlkit.exceptions import TOMLKitError
-from tomlkit.items import Table
 
 from .metrics import higher_is_better, known_metric_names, summarize_repeats
 from .textfiles import read_utf8
@@ -114,6 +113,11 @@ WORKLOAD_CHANGED = "workload changed"
 WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol")
 
 
+def workload_differs(recorded: dict[str, Any] | None, measured: dict[str, Any]) -> bool:
+    """A bound recorded under another load than this measurement's (an unrecorded one never differs)."""
+    return recorded is not None and any(recorded.get(k) != measured.get(k) for k in WORKLOAD_KEYS)
+
+
 def describe_workload(workload: dict[str, Any] | None) -> str:
     """`c1 128/128 sglang`, or `an unrecorded workload`."""
     if not workload:
@@ -141,16 +145,15 @@ def fmt(value: float) -> str:
 
 
 def judge(config: str, scenario: str, metric: str, samples: list[float], bound: Bound | None,
-          spread: dict[str, Any] | None = None, workload: dict[str, Any] | None = None) -> Verdict:
+          workload: dict[str, Any] | None = None) -> Verdict:
     """Median against the bound: regression past tolerance, improvement past tolerance the other way; a bound
     recorded under another workload is not compared."""
-    summary = summarize_repeats(samples)
-    median = float(summary.pop("median"))
-    spread = summary if spread is None else spread
+    spread = summarize_repeats(samples)
+    median = float(spread.pop("median"))
     wl = dict(workload or {})
     if bound is None:
         return Verdict(config, scenario, metric, median, None, "new", spread, samples, wl)
-    if bound.workload is not None and wl and any(bound.workload.get(k) != wl.get(k) for k in WORKLOAD_KEYS):
+    if wl and workload_differs(bound.workload, wl):
         return Verdict(config, scenario, metric, median, bound, WORKLOAD_CHANGED, spread, samples, wl)
     lo = min(bound.value * (1 - bound.tolerance), bound.value - bound.slack)
     hi = max(bound.value * (1 + bound.tolerance), bound.value + bound.slack)
@@ -310,8 +313,8 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
             old = doc.get(v.config, {}).get(v.scenario, {}).get(v.metric)
             before = float(old[kind]) if old is not None and kind in old else None
             value = round(v.measured, 4)
-            if before is not None and v.verdict != "regression" and not _better(kind, value, before) \
-                    and not (v.verdict == WORKLOAD_CHANGED and _workload_differs(old, v.workload)):
+            moved = v.verdict == WORKLOAD_CHANGED and workload_differs(_recorded_workload(old), v.workload)
+            if before is not None and v.verdict != "regression" and not moved and not _better(kind, value, before):
                 continue  # another writer recorded a better bound since this run read the file
             entry: Any = old if old is not None else tomlkit.table()
             entry[kind] = value
@@ -335,9 +338,9 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
     return changes
 
 
-def _workload_differs(entry: Any, workload: dict[str, Any]) -> bool:
-    recorded = entry.get("workload")
-    return recorded is None or any(recorded.get(k) != workload.get(k) for k in WORKLOAD_KEYS)
+def _recorded_workload(entry: Any) -> dict[str, Any] | None:
+    recorded = entry.get("workload") if entry is not None else None
+    return dict(recorded) if recorded is not None else None
 
 
 _HEADER_RE = re.compile(r"^\s*\[([A-Za-z0-9_.-]+)\]\s*(#.*)?$")
@@ -372,16 +375,6 @@ def _inline(values: dict[str, Any]) -> Any:
     table = tomlkit.inline_table()
     table.update(values)
     return table
-
-
-def _ensure(doc: tomlkit.TOMLDocument, config: str, scenario: str) -> Table:
-    if config not in doc:
-        doc[config] = tomlkit.table(is_super_table=True)
-    ctab = doc[config]
-    if scenario not in ctab:
-        ctab[scenario] = tomlkit.table(is_super_table=True)
-    result: Table = ctab[scenario]
-    return result
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .baselines import (
+    WORKLOAD_KEYS,
     BaselineError,
     BaselineStore,
     Change,
@@ -35,8 +36,7 @@ def check_stores(root: Path, wanted: Iterable[tuple[str, str]]) -> None:
 
 def workload_of(workload: Workload) -> dict[str, object]:
     """The part of a Workload that a bound depends on."""
-    return {"concurrency": workload.concurrency, "input_len": workload.input_len,
-            "output_len": workload.output_len, "protocol": workload.protocol}
+    return {k: getattr(workload, k) for k in WORKLOAD_KEYS}
 
 
 @dataclass

@@ -32,6 +32,14 @@ class BenchError(Exception):
     """A measurement that cannot start or go on; the message is one line that names the cause."""
 
 
+class Unreachable(BenchError):
+    """Nothing answered at the URL (refused, reset or silent): unlike an error answer, the server said nothing."""
+
+    def __init__(self, url: str, cause: str) -> None:
+        self.cause = cause
+        super().__init__(f"cannot reach {url}: {cause} (is the server running and the URL right?)")
+
+
 @dataclass(frozen=True)
 class Workload:
     """One measurement point: closed loop at `concurrency` over `num_prompts` fixed-length requests."""
@@ -294,10 +302,7 @@ class LoadRunner:
                     raise BenchError(f"{self.url}/v1/models answered HTTP {resp.status}; is this an LLM server?")
                 body = await resp.json(content_type=None)
         except (aiohttp.ClientConnectionError, TimeoutError) as exc:
-            raise BenchError(
-                f"cannot reach {self.url}: {exc.__class__.__name__} {exc}".rstrip()
-                + " (is the server running and the URL right?)"
-            ) from None
+            raise Unreachable(self.url, f"{exc.__class__.__name__} {exc}".rstrip()) from None
         except (json.JSONDecodeError, aiohttp.ContentTypeError) as exc:
             raise BenchError(f"{self.url}/v1/models did not answer JSON: {exc}") from None
         data = body.get("data") if isinstance(body, dict) else None

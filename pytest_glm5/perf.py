@@ -17,7 +17,7 @@ from .pool import ServerPool
 from .process import ServerHandle
 from .provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
 from .telemetry import Gpu
-from .watched import Measured, check_stability, measure
+from .watched import Measured, Stability, check_stability, measure
 
 
 class Fail(Protocol):
@@ -64,11 +64,11 @@ def workload(server: ServerHandle, run: PerfRun, concurrency: int, num_prompts: 
     return Workload(concurrency=concurrency, num_prompts=num_prompts, **kw)
 
 
-def after_failed_run(pool: ServerPool, m: Measured | None, not_answering: bool) -> None:
+def after_failed_run(pool: ServerPool, failed: Measured | Stability) -> None:
     """A load run that failed: a server alive but not answering is stopped as hung; otherwise it may have died."""
-    if not_answering:
-        why = (m.result.aborted if m is not None and m.result is not None and m.result.aborted else "not answering")
-        pool.notice_hang(str(why))
+    if failed.not_answering:
+        aborted = failed.result.aborted if failed.result is not None else None
+        pool.notice_hang(str(aborted or "not answering"))
     else:
         pool.notice_death()
 
@@ -83,7 +83,7 @@ def bench(server: ServerHandle, run: PerfRun, fail: Fail, concurrency: int = 1, 
         fail(f"bad workload for {server.config.name}: {exc}")
     m = measure(server, wl)
     if m.problem is not None:
-        after_failed_run(run.pool, m, m.not_answering)
+        after_failed_run(run.pool, m)
         fail(m.problem)
     assert m.result is not None
     return m.result
@@ -111,7 +111,7 @@ class Perf:
         report = check_stability(self.server, workload(self.server, self.run_state, concurrency, num_prompts, **kw),
                                  error_budget)
         if not report.ok:
-            after_failed_run(self.run_state.pool, None, report.not_answering)
+            after_failed_run(self.run_state.pool, report)
             self.fail(f"{self.config} is not stable under load at concurrency {concurrency}:\n"
                       + "\n".join(report.problems))
 

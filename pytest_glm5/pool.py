@@ -87,12 +87,10 @@ def _owner() -> dict[str, Any]:
     return {"owner_pid": me.pid, "owner_create_time": me.create_time()}
 
 
-def _orphaned(data: dict[str, Any]) -> bool:
-    """A launched server whose run is gone (killed outright) and that still runs."""
+def _owner_alive(data: dict[str, Any]) -> bool:
+    """The pytest that launched a recorded server still runs (its servers are its own business)."""
     owner = data.get("owner_pid")
-    if owner is not None and same_process(int(owner), float(data.get("owner_create_time", 0.0))):
-        return False
-    return bool(data.get("pid")) and same_process(int(data["pid"]), float(data.get("create_time", 0.0)))
+    return owner is not None and same_process(int(owner), float(data.get("owner_create_time", 0.0)))
 
 
 @dataclass
@@ -140,7 +138,6 @@ class ServerPool:
     failures: dict[str, str] = field(default_factory=dict)
     relaunch_why: dict[str, str] = field(default_factory=dict)
     relaunched: set[str] = field(default_factory=set)
-    preflight_skipped: dict[str, str] = field(default_factory=dict)
 
     def _say(self, config: str, message: str) -> None:
         self.events.append(PoolEvent(config, message))
@@ -182,7 +179,6 @@ class ServerPool:
         if check.problem:
             raise self._fail(config, forensics.preflight_rejected(config.name, engine.name, check.problem))
         if check.skipped:
-            self.preflight_skipped[config.name] = check.skipped
             self._say(config.name, f"preflight skipped: {check.skipped}")
         try:
             handle = launch(config, engine, model, self.settings.log_dir, startup_timeout=self.settings.startup_timeout,
@@ -384,11 +380,9 @@ def reap_leftovers(store: RecordStore, timeout: float = 10.0) -> list[str]:
 
     def reap(d: dict[str, dict[str, Any]]) -> None:
         for pid, data in list(d[LAUNCHED].items()):
-            owner_alive = data.get("owner_pid") is not None and same_process(
-                int(data["owner_pid"]), float(data.get("owner_create_time", 0.0)))
-            if owner_alive:
+            if _owner_alive(data):
                 continue
-            if _orphaned(data):
+            if same_process(int(pid), float(data.get("create_time", 0.0))):
                 kill_tree(int(data["pid"]), timeout)
                 lines.append(f"reaped a server left by an earlier run: {data.get('config')} pid {pid} "
                              f"port {data.get('port')}")

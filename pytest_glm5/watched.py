@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import forensics
-from .loadgen import BenchError, BenchResult, Workload, run_workload
+from .loadgen import PREFLIGHT_TIMEOUT_S, BenchError, BenchResult, Unreachable, Workload, run_workload
 from .process import ServerHandle, http_get, process_state
 from .telemetry import Sampler, load_nvml
 
@@ -42,9 +42,10 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
         if code is not None:
             return Measured(None, forensics.crash_report(server, code, time.monotonic() - t0, 0, 0,
                                                          workload.concurrency))
-        if server.pid is not None:
+        if isinstance(exc, Unreachable) and server.pid is not None:
             # Our own process is alive, so the URL is right: it is the server that does not answer.
-            return Measured(None, forensics.not_answering(server, process_state(server.pid), str(exc)),
+            why = f"nothing answered within {PREFLIGHT_TIMEOUT_S:g} s ({exc.cause})"
+            return Measured(None, forensics.not_answering(server, process_state(server.pid), why),
                             not_answering=True)
         return Measured(None, f"{server.config.name}: {exc}")
     finally:

@@ -38,28 +38,28 @@ def test_validation_names_file_table_and_key(tmp_path: Path, text: str, message:
 
 def test_verdicts_floor_and_ceiling() -> None:
     floor = Bound("output_throughput", "floor", 10.36, 0.05)
-    assert judge("tp8", "single-stream", "output_throughput", [8.9], floor, {}).verdict == "regression"
-    assert judge("tp8", "single-stream", "output_throughput", [10.0], floor, {}).verdict == "pass"
-    assert judge("tp8", "single-stream", "output_throughput", [11.0], floor, {}).verdict == "improvement"
+    assert judge("tp8", "single-stream", "output_throughput", [8.9], floor).verdict == "regression"
+    assert judge("tp8", "single-stream", "output_throughput", [10.0], floor).verdict == "pass"
+    assert judge("tp8", "single-stream", "output_throughput", [11.0], floor).verdict == "improvement"
     ceil = Bound("p99_ttft_ms", "ceiling", 100.0, 0.1)
-    assert judge("tp8", "s", "p99_ttft_ms", [111.0], ceil, {}).verdict == "regression"
-    assert judge("tp8", "s", "p99_ttft_ms", [85.0], ceil, {}).verdict == "improvement"
+    assert judge("tp8", "s", "p99_ttft_ms", [111.0], ceil).verdict == "regression"
+    assert judge("tp8", "s", "p99_ttft_ms", [85.0], ceil).verdict == "improvement"
     slack = Bound("p99_ttft_ms", "ceiling", 2.0, 0.1, slack=10.0)
-    assert judge("tp8", "s", "p99_ttft_ms", [11.5], slack, {}).verdict == "pass"
-    assert judge("tp8", "s", "p99_ttft_ms", [12.5], slack, {}).verdict == "regression"
-    assert judge("tp8", "s", "output_throughput", [5.0], None, {}).verdict == "new"
+    assert judge("tp8", "s", "p99_ttft_ms", [11.5], slack).verdict == "pass"
+    assert judge("tp8", "s", "p99_ttft_ms", [12.5], slack).verdict == "regression"
+    assert judge("tp8", "s", "output_throughput", [5.0], None).verdict == "new"
 
 
 def test_regression_line_reads_at_a_glance() -> None:
-    v = judge("tp8", "single-stream", "output_throughput", [8.9], Bound("output_throughput", "floor", 10.36, 0.05), {})
+    v = judge("tp8", "single-stream", "output_throughput", [8.9], Bound("output_throughput", "floor", 10.36, 0.05))
     assert v.line() == "tp8 single-stream output_throughput 8.900 tok/s < floor 10.36 tok/s (-14.1%, tolerance 5%)"
 
 
 def test_median_of_repeats_decides_not_the_minimum() -> None:
     floor = Bound("output_throughput", "floor", 100.0, 0.05)
-    v = judge("c", "s", "output_throughput", [50.0, 100.0, 101.0], floor, {})
+    v = judge("c", "s", "output_throughput", [50.0, 100.0, 101.0], floor)
     assert v.measured == 100.0 and v.verdict == "pass"
-    assert judge("c", "s", "output_throughput", [50.0, 60.0, 101.0], floor, {}).verdict == "regression"
+    assert judge("c", "s", "output_throughput", [50.0, 60.0, 101.0], floor).verdict == "regression"
 
 
 COMMENTED = """# Baselines for a test box.

@@ -64,8 +64,10 @@ class SGLangEngine(Engine):
             lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
             return Preflight(problem=spec.removed_flag_hint(lines[-1] if lines else "sglang rejected the arguments"))
         if p.returncode != 0:
+            # Not argparse's verdict on the flags (that is exit 2): the parser tripped on something else here, so
+            # it proves nothing either way; the launch decides.
             last = [ln for ln in (p.stderr + p.stdout).splitlines() if ln.strip()][-1:]
-            return Preflight(problem=f"prepare_server_args failed (exit {p.returncode}): "
+            return Preflight(skipped=f"prepare_server_args failed outside argument parsing (exit {p.returncode}): "
                                      f"{last[0] if last else 'no output'}")
         return Preflight()
 
