@@ -40,10 +40,10 @@ def _kill_leftover_servers(request: pytest.FixtureRequest) -> Iterator[None]:
     path = request.getfixturevalue("pytester").path if "pytester" in request.fixturenames else None
     yield
     if path is not None:
-        from plugin_helpers import servers_of
+        from plugin_helpers import model_of, servers_of
 
         # Emulators carry the test's model name; other engines (llama-server) a model file under its directory.
-        for proc in servers_of(f"/models/{path.name}") + servers_under(path):
+        for proc in servers_of(model_of(path)) + servers_under(path):
             with contextlib.suppress(psutil.Error):
                 proc.kill()
 

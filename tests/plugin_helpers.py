@@ -18,9 +18,15 @@ model = "{model}"
 """
 
 
+def model_of(test_dir: Path) -> str:
+    """The emulator model path of one pytester test: unique across concurrent sessions too (the test's directory
+    name alone is the same in two runs of the suite, whose clean-ups would then take each other's servers)."""
+    return f"/models/{test_dir.parent.name}-{test_dir.name}"
+
+
 def write_configs(pytester: pytest.Pytester, body: str) -> str:
     """configs.toml in the pytester dir with sim/tiny defaults; returns the unique model path used."""
-    model = f"/models/{pytester.path.name}"
+    model = model_of(pytester.path)
     pytester.makefile(".toml", configs=TINY_DEFAULTS.format(model=model) + body)
     pytester.makeini("[pytest]\nglm5_configs = configs.toml\n")
     return model

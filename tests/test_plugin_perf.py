@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from plugin_helpers import assert_no_server_left, write_configs
+from plugin_helpers import assert_no_server_left, model_of, write_configs
 
 PERF_TEST = """
 import pytest
@@ -62,7 +62,7 @@ def test_regression_fails_with_one_line(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*t c2 output_throughput * tok/s < floor 1000000000.00 tok/s (-*%, tolerance 50%)",
                                  "regressions (1):"])
     assert "Traceback" not in result.stdout.str()
-    assert_no_server_left(f"/models/{pytester.path.name}")  # a failed test leaves no server either
+    assert_no_server_left(model_of(pytester.path))  # a failed test leaves no server either
 
 
 def test_slowdown_is_caught_and_update_all_acknowledges_it(pytester: pytest.Pytester) -> None:
