@@ -15,8 +15,9 @@ import pytest
 GATED_MARKERS = {"sm120": "12.0"}
 
 # The rehearsal (`pytest -m sm120 --glm5-sim`) runs the emulator 100x faster than real time and loads its model in
-# 60 model seconds (0.6 s); emulator baselines are keyed by this scale (baselines/sim-glm5-sm120-x0.01/).
-SIM_DEFAULTS = {"glm5-sim-time-scale": "0.01", "glm5-sim-startup-s": "60"}
+# 20 model seconds (0.2 s: the gate relaunches a server where a verdict needs another launch); emulator baselines
+# are keyed by this scale (baselines/sim-glm5-sm120-x0.01/).
+SIM_DEFAULTS = {"glm5-sim-time-scale": "0.01", "glm5-sim-startup-s": "20"}
 
 
 def pytest_glm5_suite(config: pytest.Config) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 import os
 import re
 import tempfile
@@ -45,6 +46,7 @@ ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
     "note": str,
     "provenance": dict,
     "workload": dict,
+    "launches": list,
 }
 DEFAULTS_KEYS = {"tolerance", "latency_slack_ms", "note", "source", "method"}
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -66,6 +68,12 @@ class Bound:
     source: str = ""
     slack: float = 0.0  # absolute allowance for ceilings, in the metric's unit (ms)
     workload: dict[str, Any] | None = None  # the load it was recorded under (None: not recorded)
+    launches: tuple[float, ...] = ()  # reference values, one per server launch (< 2: provisional)
+
+    @property
+    def provisional(self) -> bool:
+        """Recorded from fewer than two launches: no between-launch spread to test with."""
+        return len(self.launches) < 2
 
 
 @dataclass
@@ -82,6 +90,9 @@ class Verdict:
     samples: list[float] = field(default_factory=list)
     workload: dict[str, Any] = field(default_factory=dict)  # concurrency, lengths, protocol of this measurement
     provenance: dict[str, Any] = field(default_factory=dict)  # who measured it: hardware, commit, engine, ...
+    launches: list[float] = field(default_factory=list)  # this run's value per server launch
+    stat: dict[str, Any] = field(default_factory=dict)  # the test behind a statistical verdict (see decide.py)
+    note: str = ""
 
     @property
     def delta(self) -> float | None:
@@ -92,9 +103,17 @@ class Verdict:
         return d if self.bound.kind == "floor" else -d
 
     def line(self) -> str:
-        """`tp8 single-stream output_throughput 8.90 tok/s < floor 10.36 tok/s (-14.1%, tolerance 5%)`."""
+        """`tp8 single-stream output_throughput 8.90 tok/s < floor 10.36 tok/s (-14.1%, tolerance 5%)`; a statistical
+        verdict: `tp8 single-stream output_throughput 968.4 tok/s vs 8 reference launches: -5.1% [-7.0%, -3.2%],
+        p 0.00031, CV 1.9%, 2 vs 8 launches (t-test at alpha 0.0031, look 2 of 3; tolerance 3%): regression`."""
         unit = unit_of(self.metric)
         head = f"{self.config} {self.scenario} {self.metric} {fmt(self.measured)}{unit}"
+        if self.stat:
+            st = self.stat
+            tail = f": {self.note}" if self.note else ""
+            tol = f"tolerance {st['tolerance'] * 100:.3g}%"
+            return f"{head} vs {st['against']}: {st['describe']} ({st['test']}; {tol}): " \
+                   f"{st.get('answer') or self.verdict}{tail}"
         if self.bound is None:
             return f"{head} (new: no baseline yet)"
         if self.verdict == WORKLOAD_CHANGED:
@@ -105,8 +124,10 @@ class Verdict:
         sign = "<" if self.measured < b.value else (">" if self.measured > b.value else "=")
         raw = (self.measured - b.value) / b.value * 100 if b.value else 0.0
         slack = f" or {b.slack:g}{unit}" if b.slack else ""
+        prov = f"; provisional: recorded from {len(b.launches) or 1} launch" if b.provisional else ""
+        note = f"; {self.note}" if self.note else ""
         return (f"{head} {sign} {b.kind} {fmt(b.value)}{unit} ({raw:+.1f}%, "
-                f"tolerance {b.tolerance * 100:g}%{slack})")
+                f"tolerance {b.tolerance * 100:g}%{slack}{prov}{note})")
 
 
 WORKLOAD_CHANGED = "workload changed"
@@ -203,6 +224,10 @@ def _validate(path: Path, doc: dict[str, Any]) -> None:
                                             f", got {value!r}")
                 if "tolerance" in entry:
                     _check_tolerance(path, where, entry["tolerance"])
+                launches = entry.get("launches", [])
+                if not all(isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in launches):
+                    raise BaselineError(f"{path}: {where}: launches must be a list of positive numbers, one per "
+                                        f"server launch, got {launches!r}")
                 kinds = [k for k in ("floor", "ceiling") if k in entry]
                 if len(kinds) != 1:
                     raise BaselineError(f"{path}: {where}: needs exactly one of floor or ceiling")
@@ -252,7 +277,8 @@ class BaselineStore:
         workload = entry.get("workload")
         return Bound(metric, kind, float(entry[kind]), float(entry.get("tolerance", self.default_tolerance())),
                      float(entry["measured"]) if "measured" in entry else None, str(entry.get("source", "")),
-                     slack, dict(workload) if workload is not None else None)
+                     slack, dict(workload) if workload is not None else None,
+                     tuple(float(x) for x in entry.get("launches", [])))
 
     def metrics_of(self, config: str, scenario: str) -> list[str]:
         """The metrics the file holds for this config and scenario."""
@@ -286,9 +312,15 @@ def noise_tolerance(spread: dict[str, Any], default: float) -> float | None:
 
 def select_updates(verdicts: Iterable[Verdict], mode: str) -> list[Verdict]:
     """Which verdicts --update-baselines writes: new, improved and re-measured under a changed workload; with
-    mode 'all' regressions too. Passing entries are never rewritten."""
+    mode 'all' regressions too. A passing entry is rewritten only to record more launches than its reference holds."""
     wanted = {"new", "improvement", WORKLOAD_CHANGED} | ({"regression"} if mode == "all" else set())
-    return [v for v in verdicts if v.verdict in wanted]
+    return [v for v in verdicts if v.verdict in wanted or (establishes(v) and v.verdict in ("pass", "noisy"))]
+
+
+def establishes(v: Verdict) -> bool:
+    """This run measured more launches than the recorded reference holds: record them (a provisional bound becomes
+    a tested one)."""
+    return v.bound is not None and len(v.launches) >= 2 and len(v.launches) > len(v.bound.launches)
 
 
 def _better(kind: str, new: float, old: float) -> bool:
@@ -312,8 +344,9 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
             kind = "floor" if higher_is_better(v.metric) else "ceiling"
             old = doc.get(v.config, {}).get(v.scenario, {}).get(v.metric)
             before = float(old[kind]) if old is not None and kind in old else None
-            value = round(v.measured, 4)
+            value = round(geometric_mean(v.launches) if len(v.launches) >= 2 else v.measured, 4)
             moved = v.verdict == WORKLOAD_CHANGED and workload_differs(_recorded_workload(old), v.workload)
+            moved = moved or establishes(v)
             if before is not None and v.verdict != "regression" and not moved and not _better(kind, value, before):
                 continue  # another writer recorded a better bound since this run read the file
             entry: Any = old if old is not None else tomlkit.table()
@@ -327,15 +360,26 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
                     entry["tolerance"] = noisy
             if v.workload:
                 entry["workload"] = _inline(v.workload)
+            if v.launches:
+                entry["launches"] = [round(x, 4) for x in v.launches]
+            elif "launches" in entry:
+                del entry["launches"]  # a value from a run without launch data: the old launches are not its spread
             entry["updated"] = today or dt.date.today().isoformat()
             entry["provenance"] = _inline(v.provenance or provenance or {})
             if old is None:
                 added.append((v.config, v.scenario, v.metric, entry))
-            changes.append(Change(v.config, v.scenario, v.metric, before, value, v.verdict))
+            why = f"reference of {len(v.launches)} launches" if establishes(v) else v.verdict
+            changes.append(Change(v.config, v.scenario, v.metric, before, value, why))
         text = _insert_tables(tomlkit.dumps(doc), added)
         tomlkit.parse(text)  # what is written must read back
         _atomic_write(path, text)
     return changes
+
+
+def geometric_mean(values: Iterable[float]) -> float:
+    """The mean on the log scale: the centre a ratio test compares."""
+    logs = [math.log(x) for x in values]
+    return math.exp(sum(logs) / len(logs))
 
 
 def _recorded_workload(entry: Any) -> dict[str, Any] | None:

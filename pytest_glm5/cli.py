@@ -1,4 +1,5 @@
-"""The `glm5` command: `sim` (the SGLang emulator) and `bench` (one measurement outside pytest)."""
+"""The `glm5` command: `sim` (the SGLang emulator), `bench` (one measurement outside pytest) and `compare` (two
+reports judged as the A/B gate judges)."""
 
 from __future__ import annotations
 
@@ -137,6 +138,52 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 0.5:
+        raise argparse.ArgumentTypeError(f"expected a probability in (0, 0.5), got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
+    return value
+
+
+def _compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("compare", help="judge HEAD against BASE from two --glm5-report files",
+                       description="Per series: SAME / DIFFERENT / UNKNOWN with the change, its 95%% CI, p and CV. "
+                                   "Exit 1 on a regression, 0 otherwise, 2 on bad input.")
+    p.add_argument("base", type=Path, help="the reference report (--glm5-report of the base build)")
+    p.add_argument("head", type=Path, help="the report to judge")
+    p.add_argument("--alpha", type=_probability, default=0.01, help="false-alarm rate (default 0.01)")
+    p.add_argument("--effect", type=_fraction, default=0.05,
+                   help="SAME rules out a change this large (default 0.05)")
+    p.add_argument("--tolerance", type=_fraction, default=0.02,
+                   help="a smaller change never fails (default 0.02)")
+
+
+def cmd_compare(ns: argparse.Namespace) -> int:
+    """Run `glm5 compare`; exit 1 on a regression, 2 on bad input."""
+    from .compare import CompareError, compare_reports
+
+    try:
+        outcome = compare_reports(ns.base, ns.head, ns.alpha, ns.effect, ns.tolerance)
+    except CompareError as exc:
+        print(f"glm5 compare: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(outcome.lines))
+    return 1 if outcome.regressed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `glm5` command's parser (`sim` takes SGLang's own flags, parsed by the emulator)."""
     parser = argparse.ArgumentParser(prog="glm5", description="pytest-glm5 command line")
@@ -144,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("sim", help="run the SGLang 0.5.23 emulator (takes `sglang serve` flags and --sim-*)",
                    add_help=False)
     _bench_parser(sub)
+    _compare_parser(sub)
     return parser
 
 
@@ -157,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(args)
     if ns.cmd == "bench":
         return cmd_bench(ns)
+    if ns.cmd == "compare":
+        return cmd_compare(ns)
     return 2
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +13,10 @@ from typing import Any
 from .textfiles import read_utf8
 
 CONFIG_KEYS = {"description", "engine", "model", "flags", "env", "known_issue", "known_issue_phase",
-               "known_issue_concurrency", "sim_profile", "protocol", "sweep"}
-DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase", "known_issue_concurrency"}
+               "known_issue_concurrency", "known_issue_match", "sim_profile", "protocol", "sweep", "compare_to",
+               "expected_slower"}
+DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase", "known_issue_concurrency",
+                              "known_issue_match", "expected_slower"}
 ENGINES = ("sglang", "sim", "llamacpp", "transformers")
 PHASES = ("startup", "load")
 
@@ -38,6 +41,9 @@ class ServerConfig:
     sim_profile: str | None = None
     protocol: str | None = None  # default: the engine's (sglang native, or openai for llama.cpp)
     sweep: list[int] | None = None
+    known_issue_match: str | None = None  # regex the failure's text must match for the strict xfail to hold
+    compare_to: str | None = None  # the reference config whose values of the same run this one is judged against
+    expected_slower: bool = False  # a known cost: slower than compare_to is listed, not failed
 
     def flag_argv(self) -> list[str]:
         """The flags as command-line words: `{tp-size = 8, disable-cuda-graph = true}` -> --tp-size 8 ..."""
@@ -68,13 +74,18 @@ def _check_table(where: str, table: dict[str, Any], allowed: set[str]) -> None:
     types: dict[str, type | tuple[type, ...]] = {
         "description": str, "engine": str, "model": str, "flags": dict, "env": dict, "known_issue": str,
         "known_issue_phase": str, "known_issue_concurrency": int, "sim_profile": str, "protocol": str,
-        "sweep": list}
+        "sweep": list, "known_issue_match": str, "compare_to": str, "expected_slower": bool}
     for key, value in table.items():
         if not isinstance(value, types[key]):
             raise ConfigError(f"{where}: key {key!r} must be a {getattr(types[key], '__name__', types[key])}, "
                               f"got {type(value).__name__} {value!r}")
     if "engine" in table and table["engine"] not in ENGINES:
         raise ConfigError(f"{where}: engine {table['engine']!r} is not one of {', '.join(ENGINES)}")
+    if "known_issue_match" in table:
+        try:
+            re.compile(table["known_issue_match"])
+        except re.error as exc:
+            raise ConfigError(f"{where}: known_issue_match is not a valid regex: {exc}") from None
     if "known_issue_phase" in table and table["known_issue_phase"] not in PHASES:
         raise ConfigError(f"{where}: known_issue_phase must be one of {', '.join(PHASES)}")
     if "sweep" in table and not all(isinstance(c, int) and c > 0 for c in table["sweep"]):
@@ -87,8 +98,8 @@ def _check_table(where: str, table: dict[str, Any], allowed: set[str]) -> None:
             raise ConfigError(f"{where}: flag {k!r} has an unsupported value {v!r}")
 
 
-def load_configs(path: Path) -> dict[str, ServerConfig]:
-    """Read and validate a configs file; ConfigError names the file, line, table and key of a problem."""
+def read_toml(path: Path) -> dict[str, Any]:
+    """The configs file as TOML data; ConfigError names the file and the problem."""
     try:
         data = tomllib.loads(read_utf8(path))
     except FileNotFoundError:
@@ -99,9 +110,16 @@ def load_configs(path: Path) -> dict[str, ServerConfig]:
         raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the configs file: {exc.strerror}") from None
-    unknown = sorted(set(data) - {"defaults", "config"})
+    unknown = sorted(set(data) - {"defaults", "config", "build"})
     if unknown:
-        raise ConfigError(f"{path}: unknown top-level key {unknown[0]!r}; expected [defaults] and [config.NAME]")
+        raise ConfigError(f"{path}: unknown top-level key {unknown[0]!r}; expected [defaults], [config.NAME] and "
+                          "[build.NAME]")
+    return data
+
+
+def load_configs(path: Path) -> dict[str, ServerConfig]:
+    """Read and validate a configs file; ConfigError names the file, line, table and key of a problem."""
+    data = read_toml(path)
     defaults = data.get("defaults", {})
     _check_table(f"{path}: [defaults]", defaults, DEFAULT_KEYS)
     out: dict[str, ServerConfig] = {}
@@ -115,4 +133,8 @@ def load_configs(path: Path) -> dict[str, ServerConfig]:
         out[name] = ServerConfig(name=name, **merged)
     if not out:
         raise ConfigError(f"{path}: no [config.NAME] tables")
+    for name, cfg in out.items():
+        if cfg.compare_to is not None and cfg.compare_to != name and cfg.compare_to not in out:
+            raise ConfigError(f"{path}: [config.{name}]: compare_to {cfg.compare_to!r} is not a config; known: "
+                              f"{', '.join(out)}")
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -166,3 +167,13 @@ def not_answering(handle: ServerHandle, state: str, why: str) -> str:
     log = handle.log_path
     return (f"server for {handle.config.name} (pid {handle.pid}) is alive but not answering at {handle.url}: "
             f"process state {state}; {why}" + (f"; full log: {log}" if log else ""))
+
+
+def known_issue_mismatch(pattern: str, failure: str) -> str | None:
+    """None when the failure's text matches the known issue's regex; else why the strict xfail does not hold."""
+    if re.search(pattern, failure, re.MULTILINE):
+        return None
+    lines = [ln for ln in failure.splitlines() if ln.strip()]
+    what = next((ln.strip() for ln in lines if ln.lstrip().startswith("E ")), lines[0].strip() if lines else "?")
+    return (f"known issue did not match: {what[:300]} (known_issue_match = {pattern!r} in the configs file; "
+            "another failure than the known one)")

@@ -6,7 +6,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import decide
 from .baselines import (
+    WORKLOAD_CHANGED,
     WORKLOAD_KEYS,
     BaselineError,
     BaselineStore,
@@ -17,8 +19,22 @@ from .baselines import (
     select_updates,
     write_updates,
 )
+from .configs import ServerConfig
+from .decide import Look, per_launch
 from .loadgen import BenchResult, Workload
 from .provenance import Provenance
+from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
+
+
+def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
+    """Why these runs measured the host, not the emulated model (None: the emulator kept up, or it is not one)."""
+    for r in results:
+        duration = r.metrics.get("duration", 0.0)
+        if r.lag_s is not None and duration > 0 and r.lag_s / duration > limit:
+            return (f"the emulator fell behind its own model for {r.lag_s / duration * 100:.0f}% of the run (its "
+                    "/metrics sglang:sim_behind_seconds_total): the CPU it shares with the client was measured, not "
+                    "the model; not judged (raise --glm5-sim-time-scale for this point)")
+    return None
 
 
 class GateError(Exception):
@@ -41,10 +57,23 @@ def workload_of(workload: Workload) -> dict[str, object]:
 
 @dataclass
 class Checked:
-    """What one perf.check produced: verdicts and the lines that fail the test."""
+    """What one perf.check produced: verdicts, the lines that fail the test now, and whether another launch could
+    decide a noisy series."""
 
     verdicts: list[Verdict]
     failures: list[str]
+    undecided: bool = False
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """The run's error settings for statistical verdicts."""
+
+    alpha: float = DEFAULT_ALPHA
+    effect: float = DEFAULT_EFFECT
+    max_repeats: int = 3
+    ab: tuple[str, str] | None = None
+    lag_limit: float = 0.02  # an emulator behind its model for more of the run than this measured the host
 
 
 @dataclass
@@ -53,10 +82,14 @@ class PerfGate:
 
     root: Path
     strict: bool = False
+    statistics: Statistics = field(default_factory=Statistics)
+    configs: dict[str, ServerConfig] = field(default_factory=dict)  # for compare_to
     stores: dict[Path, BaselineStore] = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
+    versus: list[Verdict] = field(default_factory=list)  # configs against their compare_to config
     results: dict[tuple[str, str], list[BenchResult]] = field(default_factory=dict)
     where: dict[tuple[str, str], Path] = field(default_factory=dict)
+    family_size: int = 0
 
     def store(self, hardware: str, model: str) -> tuple[Path, BaselineStore]:
         """The store of this hardware and model (read once per run)."""
@@ -68,46 +101,111 @@ class PerfGate:
                 raise GateError(str(exc)) from None
         return path, self.stores[path]
 
-    def check(self, config: str, scenario: str, results: Sequence[BenchResult], metrics: Sequence[str] | None,
-              provenance: Provenance) -> Checked:
-        """Hold the median of each metric over repeats against its bound."""
+    def look(self, look: int) -> Look:
+        """The sequential look: A/B adds ABBA blocks (two launches per arm), the nightly one launch at a time."""
+        st = self.statistics
+        looks = max(1, -(-st.max_repeats // 2)) if st.ab else st.max_repeats
+        return Look(st.alpha, min(look, looks), looks, st.effect)
+
+    def judge(self, config: str, scenario: str, results: Sequence[BenchResult], metrics: Sequence[str] | None,
+              provenance: Provenance, look: int = 1) -> Checked:
+        """Each metric of a scenario: against its bound (statistically where the bound has reference launches),
+        B against A in an A/B run; failed requests fail at once."""
         failures: list[str] = []
         for r in results:
             if r.failed or r.aborted:
                 errs = "; ".join(r.errors[:3]) or "no error text"
                 failures.append(f"{config} {scenario}: {r.failed} of {r.workload.num_prompts} requests failed at "
                                 f"concurrency {r.workload.concurrency}: {errs}")
-        self.results[(config, scenario)] = list(results)
         if failures:
             return Checked([], failures)
         path, store = self.store(provenance.hardware, provenance.model)
         names = list(metrics or []) or store.metrics_of(config, scenario) or ["output_throughput"]
-        values = {m: [r.metrics[m] for r in results] for m in names}
         prov = provenance.with_workload(workload_of(results[0].workload)) if results else provenance
-        return self._judge(config, scenario, values, store, path, prov)
+        labels = [r.launch or "0" for r in results]
+        behind = _behind(results, self.statistics.lag_limit)
+        return self._judge(config, scenario, {m: [r.metrics[m] for r in results] for m in names}, labels,
+                           [r.build for r in results], store, path, prov, self.look(look), behind)
 
-    def check_values(self, config: str, scenario: str, metric: str, samples: Sequence[float],
-                     provenance: Provenance) -> Checked:
-        """Hold a derived metric (e.g. scaling_2x) against its bound."""
+    def judge_values(self, config: str, scenario: str, metric: str, samples: Sequence[float],
+                     provenance: Provenance, launch: str = "0") -> Checked:
+        """A derived metric (e.g. scaling_2x), all from one launch."""
         path, store = self.store(provenance.hardware, provenance.model)
-        return self._judge(config, scenario, {metric: list(samples)}, store, path, provenance)
+        return self._judge(config, scenario, {metric: list(samples)}, [launch] * len(samples), [""] * len(samples),
+                           store, path, provenance, self.look(1), None)
 
-    def _judge(self, config: str, scenario: str, values: dict[str, list[float]], store: BaselineStore, path: Path,
-               provenance: Provenance) -> Checked:
+    def _judge(self, config: str, scenario: str, values: dict[str, list[float]], labels: list[str],
+               builds: list[str], store: BaselineStore, path: Path, provenance: Provenance, look: Look,
+               behind: str | None) -> Checked:
         out: list[Verdict] = []
         failures: list[str] = []
+        ab = self.statistics.ab
         for metric, samples in values.items():
-            v = judge(config, scenario, metric, samples, store.bound(config, scenario, metric),
-                      workload=provenance.workload)
+            bound = store.bound(config, scenario, metric)
+            if ab and any(builds):
+                pick = {name: [(x, lab) for x, lab, b in zip(samples, labels, builds, strict=True) if b == name]
+                        for name in ab}
+                a = per_launch([x for x, _ in pick[ab[0]]], [lab for _, lab in pick[ab[0]]])
+                b_samples = [x for x, _ in pick[ab[1]]]
+                b = per_launch(b_samples, [lab for _, lab in pick[ab[1]]])
+                v = decide.ab(config, scenario, metric, a, b, ab, b_samples, look)
+            elif bound is not None and behind is not None:
+                v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
+                if v.verdict != WORKLOAD_CHANGED:
+                    v.verdict, v.note = decide.EMULATOR_BOUND, behind
+            elif bound is None or bound.provisional:
+                v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
+                v.launches = per_launch(samples, labels)
+            else:
+                v = decide.against_reference(config, scenario, metric, samples, per_launch(samples, labels), bound,
+                                             provenance.workload, look)
             v.provenance = provenance.as_entry()
             out.append(v)
-            if v.verdict == "regression":
-                failures.append(v.line())
-            elif v.verdict == "new" and self.strict:
+            if v.verdict == "regression" and not v.stat:
+                failures.append(v.line())  # a provisional bound: the tolerance rule, at once
+            elif v.verdict == "new" and self.strict and not ab:
                 failures.append(v.line() + f"; --glm5-strict-baselines needs an entry in {path}")
-        self.verdicts.extend(out)
-        self.where[(config, scenario)] = path
-        return Checked(out, failures)
+        # Noisy: another launch may decide it. A regression seen on one launch only is confirmed on a second (a host
+        # hiccup hits one measurement); requiring more evidence never raises the false-alarm rate.
+        undecided = any(v.stat and (v.verdict == decide.NOISY or (v.verdict == "regression" and len(v.launches) < 2))
+                        for v in out) and not look.last
+        return Checked(out, failures, undecided)
+
+    def record(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked,
+               provenance: Provenance | None = None) -> None:
+        """Keep a scenario's final verdicts and results; judge the config against its compare_to config."""
+        self.results[(config, scenario)] = list(results)
+        self.verdicts.extend(checked.verdicts)
+        if checked.verdicts and provenance is not None:
+            self.where[(config, scenario)] = baseline_path(self.root, provenance.hardware, provenance.model)
+        if not self.statistics.ab and results:  # a derived metric (no results of its own) has no launches to test
+            self.versus.extend(self._versus(config, scenario, checked.verdicts))
+
+    def _versus(self, config: str, scenario: str, verdicts: list[Verdict]) -> list[Verdict]:
+        cfg = self.configs.get(config)
+        ref = cfg.compare_to if cfg is not None else None
+        if ref is None or ref == config:
+            return []
+        mine = {v.metric: v for v in verdicts}
+        theirs = {v.metric: v for v in self.verdicts if v.config == ref and v.scenario == scenario}
+        out = []
+        for metric, v in mine.items():
+            r = theirs.get(metric)
+            if r is None or not v.launches or not r.launches or v.verdict == decide.EMULATOR_BOUND:
+                continue
+            prior = [list(b.launches) for b in (v.bound, r.bound) if b is not None]
+            tolerance = v.bound.tolerance if v.bound is not None else decide.AB_TOLERANCE
+            out.append(decide.against_config(config, scenario, metric, v.launches, r.launches, ref, prior,
+                                             tolerance, Look(self.statistics.alpha, effect=self.statistics.effect),
+                                             bool(cfg and cfg.expected_slower)))
+        return out
+
+    def finish(self) -> list[Verdict]:
+        """The family decision over every statistical series of the run (Benjamini-Hochberg at alpha); returns the
+        regressions it confirmed (they fail the run)."""
+        everything = [*self.verdicts, *self.versus]
+        self.family_size = decide.family(everything, self.statistics.alpha)
+        return [v for v in everything if v.verdict == "regression" and v.stat]
 
     def update(self, mode: str) -> tuple[list[Change], list[str]]:
         """Write new bounds (new and improved; regressions too with mode 'all'); return changes and errors."""

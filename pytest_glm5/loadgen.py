@@ -118,6 +118,9 @@ class BenchResult:
     stalled: bool = False
     shape: RequestShape = field(default_factory=RequestShape)
     telemetry: Any = None  # telemetry.Telemetry when NVML sampled the run
+    launch: str = ""  # which server launch measured it (build:pid): the unit of launch-to-launch variance
+    build: str = ""
+    lag_s: float | None = None  # seconds an emulator fell behind its own model during the run (None: not known)
 
     @property
     def failed(self) -> int:
@@ -138,6 +141,9 @@ class BenchResult:
             "aborted": self.aborted,
             "server_info": self.server_info,
             "telemetry": self.telemetry.to_dict() if self.telemetry is not None else None,
+            "launch": self.launch,
+            "build": self.build,
+            "emulator_lag_s": self.lag_s,
         }
         if details:
             out["records"] = [asdict(r) for r in self.records]

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
+from .builds import DEFAULT_BUILD, Build
+from .builds import describe as describe_build
+from .configs import ServerConfig
 from .gate import Checked, GateError, PerfGate
 from .loadgen import BenchResult, Workload
 from .pool import ServerPool
-from .process import ServerHandle
+from .process import ServerError, ServerHandle
 from .provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
 from .telemetry import Gpu
 from .watched import Measured, Stability, check_stability, measure
@@ -39,6 +43,13 @@ class PerfRun:
     nvml_key: Callable[[], str | None] = lambda: None
     provenances: dict[tuple[str, int | None], Provenance] = field(default_factory=dict)
     commit: str | None = None
+    builds: dict[str, Build] = field(default_factory=dict)  # the configs file's [build.NAME] tables
+    build: str = DEFAULT_BUILD  # --glm5-build
+    launches: int = 1  # --glm5-launches: server launches per scenario
+
+    def server(self, config: ServerConfig, build: str, fresh: bool) -> ServerHandle:
+        """This config's server on this build; `fresh`: a new launch."""
+        return self.pool.get(config, self.builds.get(build), fresh=fresh)
 
     def provenance(self, server: ServerHandle) -> Provenance:
         """Once per server (the commit once per run): a check needs no HTTP call or git subprocess."""
@@ -50,10 +61,12 @@ class PerfRun:
                 self.commit = git_commit(self.root)
             gpus = self.gpus() if not info.get("sim") else None
             version = server.record.engine_version or info.get("version", "?")
+            ident = server.engine.build_identity
             self.provenances[key] = Provenance(
                 hardware=hw, model=self.pool.model_for(server.config), commit=self.commit,
                 engine=f"{server.engine.name} {version}", server_args=args_hash(info),
-                driver=gpus[0].driver if gpus else "")
+                driver=gpus[0].driver if gpus else "",
+                build=f"{ident['build']}: {describe_build(ident)}" if ident else "")
         return self.provenances[key]
 
 
@@ -89,6 +102,16 @@ def bench(server: ServerHandle, run: PerfRun, fail: Fail, concurrency: int = 1, 
     return m.result
 
 
+@dataclass(frozen=True)
+class Plan:
+    """How a scenario was measured, so that the gate can add launches of it."""
+
+    concurrency: int
+    num_prompts: int | None
+    repeats: int
+    kw: dict[str, Any]
+
+
 class Perf:
     """The `perf` fixture: run scenarios against this test's server and hold them against baselines."""
 
@@ -97,12 +120,47 @@ class Perf:
         self.run_state = run
         self.fail = fail
         self.config = server.config.name
+        self.plans: dict[str, Plan] = {}
 
     def run(self, scenario: str, concurrency: int, num_prompts: int | None = None, repeats: int | None = None,
             **kw: Any) -> list[BenchResult]:
-        """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value)."""
-        n = self.run_state.repeats or repeats or 1
-        return [bench(self.server, self.run_state, self.fail, concurrency, num_prompts, **kw) for _ in range(n)]
+        """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value) on each of the run's
+        launches: --glm5-launches N, or an ABBA block of two launches per build under --glm5-ab."""
+        plan = Plan(concurrency, num_prompts, self.run_state.repeats or repeats or 1, dict(kw))
+        self.plans[scenario] = plan
+        return self._measure(plan, first=True)
+
+    def _order(self, first: bool) -> list[tuple[str, bool]]:
+        """(build, fresh launch) per launch to measure on."""
+        st = self.run_state
+        ab = st.gate.statistics.ab
+        if ab:
+            block = [ab[0], ab[1], ab[1], ab[0]]
+            # Every arm visit is its own launch, except that the block may open on a live server of build A that
+            # no visit of this scenario used yet.
+            reuse_first = first and st.pool.current_build == ab[0] and st.pool.current is not None \
+                and st.pool.current.config.name == self.config
+            return [(b, not (i == 0 and reuse_first)) for i, b in enumerate(block)]
+        n = st.launches if first else 1
+        return [(st.build, not (first and i == 0)) for i in range(n)]
+
+    def _measure(self, plan: Plan, first: bool) -> list[BenchResult]:
+        out: list[BenchResult] = []
+        for build, fresh in self._order(first):
+            problem = None
+            try:
+                server = self.run_state.server(self.server.config, build, fresh)
+            except ServerError as exc:
+                problem = str(exc)
+            if problem is not None:
+                self.fail(problem)
+            self.server = server
+            launch = f"{build}:{server.pid}:{server.record.launched_at}"
+            for _ in range(plan.repeats):
+                r = bench(server, self.run_state, self.fail, plan.concurrency, plan.num_prompts, **plan.kw)
+                r.launch, r.build = launch, build
+                out.append(r)
+        return out
 
     def stability(self, concurrency: int, num_prompts: int, error_budget: int = 0, **kw: Any) -> None:
         """Sustained load; fail with every problem found (death, errors, not ready after, fatal log lines,
@@ -127,17 +185,41 @@ class Perf:
             problem = str(exc)  # outside the except block: the report shows the cause alone, no chain
         if problem is not None:
             self.fail(problem)
-        if checked.failures:
-            self.fail("\n".join(checked.failures))
         return checked
 
     def check(self, results: BenchResult | list[BenchResult], scenario: str,
               metrics: list[str] | None = None) -> Checked:
-        """Hold each metric's median against its floor or ceiling; fail with one line per regression."""
+        """Hold each metric against its floor or ceiling (statistically where its reference has launches), adding
+        launches while a series is noisy and looks remain; fail with one line per failure that needs no family
+        decision (failed requests, a provisional bound's regression). Statistical regressions are decided over the
+        whole run when it ends."""
         rs = results if isinstance(results, list) else [results]
-        return self._judged(lambda prov: self.run_state.gate.check(self.config, scenario, rs, metrics, prov))
+        gate = self.run_state.gate
+        look = 1
+        while True:
+            checked = self._judged(partial(self._judge_once, scenario, list(rs), metrics, look))
+            if checked.failures or not checked.undecided or scenario not in self.plans:
+                break
+            look += 1
+            rs = rs + self._measure(self.plans[scenario], first=False)
+        gate.record(self.config, scenario, rs, checked, self.run_state.provenance(self.server))
+        if checked.failures:
+            self.fail("\n".join(checked.failures))
+        return checked
+
+    def _judge_once(self, scenario: str, rs: list[BenchResult], metrics: list[str] | None, look: int,
+                    prov: Provenance) -> Checked:
+        return self.run_state.gate.judge(self.config, scenario, rs, metrics, prov, look)
 
     def check_value(self, scenario: str, metric: str, samples: list[float]) -> Checked:
-        """Hold a derived metric (e.g. scaling_2x) against its bound."""
-        return self._judged(lambda prov: self.run_state.gate.check_values(self.config, scenario, metric, samples,
-                                                                          prov))
+        """Hold a derived metric (e.g. scaling_2x) against its bound (not judged in an A/B run: its parts mix
+        builds)."""
+        gate = self.run_state.gate
+        if gate.statistics.ab:
+            return Checked([], [])
+        launch = f"derived:{self.server.pid}"
+        checked = self._judged(lambda prov: gate.judge_values(self.config, scenario, metric, samples, prov, launch))
+        gate.record(self.config, scenario, [], checked, self.run_state.provenance(self.server))
+        if checked.failures:
+            self.fail("\n".join(checked.failures))
+        return checked

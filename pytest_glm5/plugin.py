@@ -15,17 +15,25 @@ import pytest
 
 from . import hookspecs
 from .baselines import Change
+from .builds import Build, identity, load_builds, pick
 from .configs import ConfigError, ServerConfig, load_configs
 from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine, TransformersEngine
-from .forensics import tail
-from .gate import GateError, PerfGate, check_stores
+from .forensics import known_issue_mismatch, tail
+from .gate import GateError, PerfGate, Statistics, check_stores
 from .loadgen import BenchResult
 from .perf import Perf, PerfRun
 from .perf import bench as run_bench
 from .pool import KEPT, ConfigMismatch, PoolSettings, RecordStore, ServerPool, reap_leftovers, stop_recorded
 from .process import ServerError, ServerHandle
 from .provenance import expected_hardware
-from .report import TerminalProgress, json_report, summary_lines, telemetry_lines, verdict_table
+from .report import (
+    TerminalProgress,
+    campaign_lines,
+    json_report,
+    summary_lines,
+    telemetry_lines,
+    verdict_table,
+)
 from .settings import (
     DEFAULT_BASELINES,
     DEFAULT_CONFIGS,
@@ -45,6 +53,8 @@ LOG_SECTION_LINES = 30
 settings_key = pytest.StashKey[Settings]()
 suite_key = pytest.StashKey[dict[str, Any]]()
 configs_key = pytest.StashKey[dict[str, ServerConfig]]()
+builds_key = pytest.StashKey[dict[str, Build]]()
+confirmed_key = pytest.StashKey[list[Any]]()
 pool_key = pytest.StashKey[ServerPool]()
 gate_key = pytest.StashKey[PerfGate]()
 run_key = pytest.StashKey[PerfRun]()
@@ -178,6 +188,28 @@ def server_configs(config: pytest.Config) -> dict[str, ServerConfig]:
     return config.stash[configs_key]
 
 
+def server_builds(config: pytest.Config) -> dict[str, Build]:
+    """The configs file's builds (plus `default`, this Python); --glm5-build and --glm5-ab must name them."""
+    if builds_key not in config.stash:
+        path = _configs_path(config)
+        s = _settings(config)
+        try:
+            builds = load_builds(path)
+            if s["glm5-build"]:
+                pick(builds, s["glm5-build"], "--glm5-build", path)
+            for name in s["glm5-ab"] or ():
+                pick(builds, name, "--glm5-ab", path)
+        except ConfigError as exc:
+            raise pytest.UsageError(f"glm5: {exc}") from None
+        config.stash[builds_key] = builds
+    return config.stash[builds_key]
+
+
+def _build_name(config: pytest.Config) -> str:
+    s = _settings(config)
+    return str(s["glm5-ab"][0] if s["glm5-ab"] else s["glm5-build"] or "default")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test that asks for `glm5_config` runs once per config of the configs file, each carrying its
     server_config marker; one that also takes `concurrency` gets each config's own sweep points (config key
@@ -279,6 +311,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     path = _configs_path(config)
     configs = server_configs(config)
+    server_builds(config)
     for item, name in named:
         if name is not None and name not in configs:
             raise pytest.UsageError(f"{item.nodeid}: unknown server config {name!r}; known configs in {path}: "
@@ -309,7 +342,8 @@ def _engine_factory(config: pytest.Config) -> Callable[[ServerConfig], Engine]:
     def engine_for(cfg: ServerConfig) -> Engine:
         if s["glm5-sim"] or cfg.engine == "sim":
             return SimEngine(profile=s["glm5-sim-profile"], time_scale=float(s["glm5-sim-time-scale"]),
-                             slowdown=float(s["glm5-sim-slowdown"]), startup_s=s["glm5-sim-startup-s"])
+                             slowdown=float(s["glm5-sim-slowdown"]), startup_s=s["glm5-sim-startup-s"],
+                             noise=s["glm5-sim-noise"])
         if cfg.engine == "sglang":
             return SGLangEngine()
         if cfg.engine == "llamacpp":
@@ -351,7 +385,8 @@ def glm5_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         stall_timeout=float(s["glm5-stall-timeout"]),
     )
     progress = TerminalProgress(config.pluginmanager.get_plugin("terminalreporter"), quiet=config.get_verbosity() < 0)
-    pool = ServerPool(settings, _engine_factory(config), store=store, progress=progress)
+    pool = ServerPool(settings, _engine_factory(config), store=store, progress=progress,
+                      identify=lambda build: identity(build, Path(config.rootpath)))
     config.stash[pool_key] = pool
     try:
         yield pool
@@ -363,7 +398,11 @@ def glm5_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 def glm5_gate(request: pytest.FixtureRequest) -> PerfGate:
     """The run's perf gate: verdicts and baselines stores."""
     config = request.config
-    gate = PerfGate(_baselines_root(config), strict=bool(_settings(config)["glm5-strict-baselines"]))
+    s = _settings(config)
+    stats = Statistics(alpha=float(s["glm5-alpha"]), effect=float(s["glm5-effect"]),
+                       max_repeats=int(s["glm5-max-repeats"]), ab=s["glm5-ab"])
+    gate = PerfGate(_baselines_root(config), strict=bool(s["glm5-strict-baselines"]), statistics=stats,
+                    configs=server_configs(config))
     config.stash[gate_key] = gate
     return gate
 
@@ -374,7 +413,8 @@ def glm5_run(request: pytest.FixtureRequest, glm5_pool: ServerPool, glm5_gate: P
     config = request.config
     s = _settings(config)
     run = PerfRun(glm5_pool, glm5_gate, Path(config.rootpath), hardware=s["glm5-hardware"], repeats=s["glm5-repeats"],
-                  gpus=lambda: _gpus(config), nvml_key=lambda: _nvml_key(config))
+                  gpus=lambda: _gpus(config), nvml_key=lambda: _nvml_key(config), builds=server_builds(config),
+                  build=_build_name(config), launches=int(s["glm5-launches"]))
     config.stash[run_key] = run
     return run
 
@@ -388,7 +428,7 @@ def sglang_server(request: pytest.FixtureRequest, glm5_pool: ServerPool) -> Serv
     cfg = server_configs(request.config)[name]
     problem: ServerError | None = None
     try:
-        handle = glm5_pool.get(cfg)
+        handle = glm5_pool.get(cfg, server_builds(request.config)[_build_name(request.config)])
     except ServerError as exc:
         problem = exc
     finally:
@@ -425,8 +465,16 @@ def perf(sglang_server: ServerHandle, glm5_run: PerfRun) -> Perf:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A failing test of a server config gets that server's log tail as a report section."""
     report = yield
+    name = _marker_name(item)
+    cfg = server_configs(item.config).get(name) if name is not None else None
+    if cfg is not None and cfg.known_issue_match and call.when in ("setup", "call") and hasattr(report, "wasxfail"):
+        mismatch = known_issue_mismatch(cfg.known_issue_match, str(report.longrepr or ""))
+        if mismatch is not None:
+            # Any failure would satisfy a strict xfail; only the known one may.
+            report.outcome = "failed"
+            report.longrepr = mismatch
+            del report.wasxfail
     if report.failed and call.when != "teardown":
-        name = _marker_name(item)
         pool = item.config.stash.get(pool_key, None)
         rec = pool.records.get(name) if pool is not None and name is not None else None
         if rec is not None and rec.log_path:
@@ -446,6 +494,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     s = config.stash.get(settings_key, None)
     if s is None:
         return
+    confirmed = gate.finish() if gate is not None else []
+    config.stash[confirmed_key] = confirmed
+    if confirmed and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the run's family decision: a confirmed regression
     mode = s["update-baselines"]
     changes: tuple[list[Change], list[str]] = ([], [])
     if gate is not None and mode:
@@ -456,7 +508,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = s["glm5-report"]
     if path:
         doc = json_report(pool.report() if pool else {}, gate.verdicts if gate else [], changes[0],
-                          gate.results if gate else None)
+                          gate.results if gate else None, gate.versus if gate else [],
+                          gate.statistics if gate else None)
         try:
             Path(path).write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
         except OSError as exc:
@@ -483,10 +536,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     verdicts = gate.verdicts if gate is not None else []
     for line in verdict_table(verdicts):
         terminalreporter.write_line(line)
-    for line in summary_lines(verdicts, changes, config.stash[settings_key]["update-baselines"], problems, errors):
+    for line in summary_lines(verdicts, changes, config.stash[settings_key]["update-baselines"], problems, errors,
+                              gate.family_size if gate is not None else 0,
+                              gate.statistics.alpha if gate is not None else 0.0):
         terminalreporter.write_line(line, red=line.startswith(("regressions", "cannot")))
     if gate is None:
         return
+    for line in campaign_lines(gate.versus):
+        terminalreporter.write_line(line, red=" REGRESSION" in line)
     for (cfg_name, scenario), rs in gate.results.items():
         if rs and not rs[0].shape.exact_lengths:
             terminalreporter.write_line(f"{cfg_name} {scenario}: lengths approximate: {rs[0].shape.describe()}")

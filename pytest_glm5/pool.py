@@ -15,6 +15,7 @@ import psutil
 from filelock import FileLock
 
 from . import forensics
+from .builds import Build
 from .configs import ServerConfig
 from .engines.base import Engine, EngineError
 from .process import (
@@ -138,6 +139,9 @@ class ServerPool:
     failures: dict[str, str] = field(default_factory=dict)
     relaunch_why: dict[str, str] = field(default_factory=dict)
     relaunched: set[str] = field(default_factory=set)
+    identify: Callable[[Build], dict[str, Any]] | None = None  # a build's identity (builds.identity)
+    current_build: str | None = None
+    launches: int = 0  # servers launched by this run (each is a sample of the launch-to-launch variance)
 
     def _say(self, config: str, message: str) -> None:
         self.events.append(PoolEvent(config, message))
@@ -150,11 +154,14 @@ class ServerPool:
                               "glm5_model_path or env GLM5_MODEL_PATH, or give the config a model")
         return model
 
-    def get(self, config: ServerConfig) -> ServerHandle:
-        """The live server for this config: the current one, a reused one, or a new launch."""
+    def get(self, config: ServerConfig, build: Build | None = None, fresh: bool = False) -> ServerHandle:
+        """The live server for this config (on this build): the current one, a reused one, or a new launch;
+        `fresh`: always a new launch (another sample of the launch-to-launch variance)."""
         if config.name in self.failures:
             raise ServerError(self.failures[config.name])
-        if self.current is not None and self.current.config.name == config.name:
+        wanted = build.name if build is not None else None
+        if self.current is not None and self.current.config.name == config.name and not fresh \
+                and self.current_build == wanted:
             if self.current.exit_code() is None:
                 return self.current
             self.notice_death()
@@ -166,14 +173,20 @@ class ServerPool:
             return self._attach(config, engine)
         model = self.model_for(config)
         try:
+            if build is not None:
+                engine.build_env = dict(build.env)
+                if hasattr(engine, "python"):
+                    engine.python = build.python
+                engine.build_identity = self.identify(build) if self.identify is not None else {}
             version = engine.version()
-            fp = config.fingerprint(version, model, engine.fingerprint_extra())
+            fp = config.fingerprint(version, model, {**engine.fingerprint_extra(), "build": engine.build_identity})
         except EngineError as exc:
             raise self._fail(config, str(exc)) from None
-        reused = self._reuse(config, engine, fp)
+        reused = None if fresh else self._reuse(config, engine, fp)
         if reused is not None:
             reused.record.engine_version = version
             self.current = reused
+            self.current_build = wanted
             return reused
         check = engine.preflight(config, model, HOST, 0)
         if check.problem:
@@ -192,6 +205,8 @@ class ServerPool:
                                f"{handle.record.startup_s:.1f} s, log {handle.record.log_path}")
         self.records[config.name] = handle.record
         self.current = handle
+        self.current_build = wanted
+        self.launches += 1
         return handle
 
     def notice_death(self) -> None:

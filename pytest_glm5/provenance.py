@@ -29,6 +29,7 @@ class Provenance:
     server_args: str
     driver: str = ""
     workload: dict[str, Any] = field(default_factory=dict)
+    build: str = ""  # the build's identity: engine and kernel versions, editable commits, patch hash
 
     def with_workload(self, workload: dict[str, Any]) -> Provenance:
         """The same server's provenance for another measurement."""
@@ -36,7 +37,7 @@ class Provenance:
 
     def as_entry(self) -> dict[str, Any]:
         """What a baselines entry keeps (the workload has its own key there)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("workload", "model")}
+        return {k: v for k, v in asdict(self).items() if k not in ("workload", "model") and (k != "build" or v)}
 
 
 def sim_hardware_key(profile: str, time_scale: float) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .baselines import WORKLOAD_CHANGED, Change, Verdict, fmt, unit_of
+from .decide import EMULATOR_BOUND, KNOWN_COST, NOISY
 
 
 class TerminalProgress:
@@ -42,22 +43,38 @@ class TerminalProgress:
 
 
 MARKS = {"pass": "ok", "regression": "REGRESSION", "improvement": "improved", "new": "new",
-         WORKLOAD_CHANGED: "workload changed"}
+         WORKLOAD_CHANGED: "workload changed", NOISY: "noisy", EMULATOR_BOUND: "emulator-bound",
+         KNOWN_COST: "known cost"}
+
+
+def _verdict_cell(v: Verdict) -> str:
+    answer = v.stat.get("answer") if v.stat else None
+    mark = MARKS[v.verdict]
+    if answer:
+        return answer if mark in ("ok", "noisy") else f"{answer} {mark}"
+    return mark
 
 
 def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
     """config, scenario, metric, measured, floor/ceiling, delta %, verdict, spread: aligned columns."""
-    head = ["config", "scenario", "metric", "measured", "bound", "delta", "verdict", "spread (min..max, cv, n)"]
+    head = ["config", "scenario", "metric", "measured", "bound", "delta", "verdict", "spread (min..max, cv, n)",
+            "test (change [95% CI], p, CV, launches)"]
     rows = []
     for v in verdicts:
         unit = unit_of(v.metric).strip()
         bound = "-" if v.bound is None else f"{v.bound.kind} {fmt(v.bound.value)}"
+        if v.stat and "build_a" in v.stat:
+            bound = f"build {v.stat['build_a']}"
         delta = "-" if v.delta is None else f"{v.delta * 100:+.1f}%"
+        if v.stat:
+            delta = f"{v.stat['gain'] * 100:+.1f}%"
+        test = v.stat["describe"] if v.stat else ("provisional" if v.bound is not None and v.bound.provisional
+                                                  else "-")
         sp = v.spread
         spread = (f"{fmt(sp['min'])}..{fmt(sp['max'])}, {sp['cv'] * 100:.1f}%, {sp['n']}"
                   if sp.get("n", 0) > 1 else "-")
         rows.append([v.config, v.scenario, v.metric, f"{fmt(v.measured)} {unit}".strip(), bound, delta,
-                     MARKS[v.verdict], spread])
+                     _verdict_cell(v), spread, test])
     widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=True)]
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
     out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
@@ -65,15 +82,28 @@ def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
 
 
 def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update_mode: str | None,
-                  server_problems: dict[str, str], update_errors: Sequence[str]) -> list[str]:
-    """Regressions, improvements (with the hint), new metrics, crashed or skipped configs, baseline changes."""
+                  server_problems: dict[str, str], update_errors: Sequence[str], family_size: int = 0,
+                  alpha: float = 0.0) -> list[str]:
+    """Regressions, improvements (with the hint), noisy and emulator-bound series, new metrics, crashed or skipped
+    configs, baseline changes."""
     out: list[str] = []
     regs = [v for v in verdicts if v.verdict == "regression"]
     imps = [v for v in verdicts if v.verdict == "improvement"]
     new = [v for v in verdicts if v.verdict == "new"]
+    if family_size:
+        out.append(f"statistical verdicts: {family_size} series; the chance of any false alarm among them is held to "
+                   f"{alpha:g} (Benjamini-Hochberg over the run, alpha spending over added launches)")
     if regs:
         out.append(f"regressions ({len(regs)}):")
         out += [f"  {v.line()}" for v in regs]
+    noisy = [v for v in verdicts if v.verdict == NOISY]
+    if noisy:
+        out.append(f"too noisy to decide ({len(noisy)}; they fail only with --glm5-strict-baselines):")
+        out += [f"  {v.line()}" for v in noisy]
+    bound = [v for v in verdicts if v.verdict == EMULATOR_BOUND]
+    if bound:
+        out.append(f"not judged, the emulator could not keep up with its model ({len(bound)}):")
+        out += [f"  {v.config} {v.scenario} {v.metric}: {v.note}" for v in bound]
     if imps:
         out.append(f"improvements ({len(imps)}):")
         out += [f"  {v.line()}" for v in imps]
@@ -98,20 +128,50 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     return out
 
 
+def campaign_lines(versus: Sequence[Verdict]) -> list[str]:
+    """The campaign view: each config against its reference config, one line each, as the campaign reported its
+    experiments: `allreduce-fusion vs tp8: sweep-c10 output_throughput -87.4% [-88.0%, -86.8%] (known cost), ...`."""
+    if not versus:
+        return []
+    by_config: dict[str, list[Verdict]] = {}
+    for v in versus:
+        by_config.setdefault(v.config, []).append(v)
+    out = ["configs against their reference (same run; compare_to in the configs file):"]
+    for config, vs in by_config.items():
+        ref = vs[0].stat["against"]
+        parts = []
+        for v in vs:
+            lo, hi = v.stat["ci"]
+            mark = {"regression": " REGRESSION", KNOWN_COST: " (known cost)", NOISY: " (noisy)",
+                    "improvement": " (better)"}.get(v.verdict, "")
+            parts.append(f"{v.scenario} {v.metric} {v.stat['change'] * 100:+.1f}% [{lo * 100:+.1f}%, "
+                         f"{hi * 100:+.1f}%]{mark}")
+        out.append(f"  {config} vs {ref}: " + ", ".join(parts))
+    return out
+
+
+def _verdict_doc(v: Verdict) -> dict[str, Any]:
+    return {"config": v.config, "scenario": v.scenario, "metric": v.metric, "measured": v.measured,
+            "verdict": v.verdict, "bound": None if v.bound is None else
+            {"kind": v.bound.kind, "value": v.bound.value, "tolerance": v.bound.tolerance,
+             "launches": list(v.bound.launches)},
+            "delta": v.delta, "spread": v.spread, "samples": v.samples, "launches": v.launches,
+            "test": v.stat or None, "note": v.note, "workload": v.workload, "provenance": v.provenance}
+
+
 def json_report(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: Sequence[Change],
-                results: dict[tuple[str, str], list[Any]] | None = None) -> dict[str, Any]:
+                results: dict[tuple[str, str], list[Any]] | None = None, versus: Sequence[Verdict] = (),
+                statistics: Any = None) -> dict[str, Any]:
     """The --glm5-report document."""
     return {
+        "statistics": None if statistics is None else {
+            "alpha": statistics.alpha, "effect": statistics.effect, "max_repeats": statistics.max_repeats,
+            "ab": list(statistics.ab) if statistics.ab else None},
         "servers": servers,
         "results": [{"config": c, "scenario": sc, "runs": [r.to_dict() for r in rs]}
                     for (c, sc), rs in (results or {}).items()],
-        "verdicts": [
-            {"config": v.config, "scenario": v.scenario, "metric": v.metric, "measured": v.measured,
-             "verdict": v.verdict, "bound": None if v.bound is None else
-             {"kind": v.bound.kind, "value": v.bound.value, "tolerance": v.bound.tolerance},
-             "delta": v.delta, "spread": v.spread, "samples": v.samples, "workload": v.workload,
-             "provenance": v.provenance}
-            for v in verdicts],
+        "verdicts": [_verdict_doc(v) for v in verdicts],
+        "versus": [_verdict_doc(v) for v in versus],
         "baseline_changes": [c.__dict__ for c in changes],
     }
 

@@ -50,6 +50,28 @@ def _count(value: str) -> int:
     return number
 
 
+def _alpha(value: str) -> float:
+    number = float(value)
+    if not 0 < number < 0.5:
+        raise ValueError("must be a probability in (0, 0.5), e.g. 0.01")
+    return number
+
+
+def _fraction(value: str) -> float:
+    number = float(value)
+    if not 0 <= number < 1:
+        raise ValueError("must be a fraction in [0, 1), e.g. 0.02")
+    return number
+
+
+def parse_ab(value: str) -> tuple[str, str]:
+    """`base,patched`: two build names."""
+    names = [n.strip() for n in value.split(",")]
+    if len(names) != 2 or not all(names):
+        raise ValueError("must be two build names, A,B (e.g. base,patched)")
+    return names[0], names[1]  # A,A is allowed: an A/A run measures the gate's own false-alarm rate
+
+
 def parse_url(value: str) -> str:
     """A server's base URL (http or https, with a host); ValueError saying what is wrong."""
     parsed = urllib.parse.urlparse(value)
@@ -116,6 +138,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-strict-baselines", "fail metrics that have no baseline yet (for CI gates)", flag=True, ini=False),
     Setting("glm5-repeats", "repeat each scenario N times (default: the suite's per-scenario value)",
             parse=_count),
+    Setting("glm5-sim-noise", "emulator launch-to-launch CV (each launch draws one speed factor; default: the "
+            "profile's)", parse=_fraction),
+    Setting("glm5-alpha", "false-alarm rate per series of a statistical verdict; across the run's series the chance "
+            "of any false alarm is held to it by Benjamini-Hochberg (default 0.01)", 0.01, parse=_alpha),
+    Setting("glm5-effect", "the smallest change the gate must find: SAME rules it out, 'noisy' says how many "
+            "launches would find it (default 0.05)", 0.05, parse=_fraction),
+    Setting("glm5-max-repeats", "launches a series may get when its verdict is inconclusive (each one a fresh "
+            "server launch, with alpha spending over the looks; default 3)", 3, parse=_count),
+    Setting("glm5-launches", "measure every scenario on N server launches (record a reference with "
+            "--update-baselines --glm5-launches 5)", 1, parse=_count),
+    Setting("glm5-build", "run every config on this build of the configs file's [build.NAME] tables", ini=False),
+    Setting("glm5-ab", "A/B patch gate: run each scenario on builds A and B in ABBA blocks and judge B against A "
+            "(SAME / DIFFERENT / UNKNOWN); no baselines needed", ini=False, parse=parse_ab),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 

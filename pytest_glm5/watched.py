@@ -35,6 +35,7 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
 
     nvml = load_nvml()
     sampler = Sampler(nvml).start() if nvml is not None else None
+    behind = server.engine.lag_seconds(server.url)
     try:
         result = run_workload(server.url, workload, stop_check=died, model_hint=server.model)
     except BenchError as exc:
@@ -51,6 +52,9 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
     finally:
         telemetry = sampler.stop() if sampler is not None else None
     result.telemetry = telemetry
+    after = server.engine.lag_seconds(server.url) if behind is not None else None
+    if behind is not None and after is not None:
+        result.lag_s = max(0.0, after - behind)
     if result.stalled:
         return Measured(result, forensics.hang_report(server, result, time.monotonic() - t0), not_answering=True)
     code = server.exit_code()

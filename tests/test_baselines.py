@@ -52,7 +52,8 @@ def test_verdicts_floor_and_ceiling() -> None:
 
 def test_regression_line_reads_at_a_glance() -> None:
     v = judge("tp8", "single-stream", "output_throughput", [8.9], Bound("output_throughput", "floor", 10.36, 0.05))
-    assert v.line() == "tp8 single-stream output_throughput 8.900 tok/s < floor 10.36 tok/s (-14.1%, tolerance 5%)"
+    assert v.line() == ("tp8 single-stream output_throughput 8.900 tok/s < floor 10.36 tok/s (-14.1%, tolerance 5%; "
+                        "provisional: recorded from 1 launch)")
 
 
 def test_median_of_repeats_decides_not_the_minimum() -> None:

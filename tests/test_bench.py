@@ -75,7 +75,8 @@ def test_stop_check_aborts_the_run(sim_factory: Callable[..., Sim]) -> None:
 
 def test_scaling_ratio_in_one_run(sim_factory: Callable[..., Sim]) -> None:
     # Timings as a ratio within one run: the calibrated 1.86x from one to two streams.
-    s = sim_factory("--sim-noise", "0", "--sim-startup-s", "1", profile="glm5-sm120", scale=0.05)
+    s = sim_factory("--sim-noise", "0", "--sim-step-noise", "0", "--sim-startup-s", "1", profile="glm5-sm120",
+                    scale=0.05)
     one = run_workload(s.url, Workload(concurrency=1, num_prompts=3))
     two = run_workload(s.url, Workload(concurrency=2, num_prompts=6))
     ratio = two.metrics["output_throughput"] / one.metrics["output_throughput"]

@@ -47,14 +47,21 @@ class Engine(ABC):
     fatal_patterns: tuple[tuple[str, str], ...] = ()
     # Signal that makes a hung server write its stacks to its log (None: the engine has no such hook).
     stack_dump_signal: signal.Signals | None = None
+    # The build's env (builds.py): what a patched build sets besides the config's own env.
+    build_env: dict[str, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
+    build_identity: dict[str, Any] = {}  # noqa: RUF012
 
     @abstractmethod
     def argv(self, cfg: ServerConfig, model: str, host: str, port: int) -> list[str]:
         """The command that launches a server of this config."""
 
     def env(self, cfg: ServerConfig) -> dict[str, str]:
-        """Extra environment for the server process."""
-        return dict(cfg.env)
+        """Extra environment for the server process: the config's, then the build's."""
+        return {**cfg.env, **self.build_env}
+
+    def lag_seconds(self, url: str) -> float | None:
+        """Seconds an emulated server fell behind its own model so far (None: a real engine, or not known)."""
+        return None
 
     @abstractmethod
     def version(self) -> str:

@@ -6,6 +6,7 @@ import contextlib
 import io
 import signal
 import sys
+import urllib.request
 from typing import Any
 
 from .. import __version__
@@ -25,30 +26,52 @@ class SimEngine(Engine):
     stack_dump_signal = signal.SIGUSR1
 
     def __init__(self, profile: str | None = None, time_scale: float = 1.0, slowdown: float = 1.0,
-                 startup_s: float | None = None, seed: int = 0, extra: list[str] | None = None) -> None:
+                 startup_s: float | None = None, seed: int | None = None, noise: float | None = None,
+                 extra: list[str] | None = None, python: str | None = None) -> None:
+        self.python = python or sys.executable
         self.profile = profile
         self.time_scale = time_scale
         self.slowdown = slowdown
         self.startup_s = startup_s
         self.seed = seed
+        self.noise = noise
         self.extra = list(extra or [])
 
     def _sim_flags(self, cfg: ServerConfig) -> list[str]:
         profile = self.profile or cfg.sim_profile or "glm5-sm120"
-        out = ["--sim-profile", profile, "--sim-time-scale", str(self.time_scale),
-               "--sim-slowdown", str(self.slowdown), "--sim-seed", str(self.seed)]
+        out = ["--sim-profile", profile, "--sim-time-scale", str(self.time_scale)]
+        # Unset, a build's env (GLM5_SIM_SLOWDOWN) decides; unseeded, each launch draws its own speed factor.
+        if self.slowdown != 1.0:
+            out += ["--sim-slowdown", str(self.slowdown)]
+        if self.seed is not None:
+            out += ["--sim-seed", str(self.seed)]
+        if self.noise is not None:
+            out += ["--sim-noise", str(self.noise)]
         if self.startup_s is not None:
             out += ["--sim-startup-s", str(self.startup_s)]
         return out + self.extra
 
     def argv(self, cfg: ServerConfig, model: str, host: str, port: int) -> list[str]:
         """The emulator with the same flags SGLang would get."""
-        return [sys.executable, "-m", "pytest_glm5.sim", "--model-path", model, *cfg.flag_argv(),
+        return [self.python, "-m", "pytest_glm5.sim", "--model-path", model, *cfg.flag_argv(),
                 "--host", host, "--port", str(port), *self._sim_flags(cfg)]
 
     def env(self, cfg: ServerConfig) -> dict[str, str]:
         """The config's env plus the switch that makes the emulator die with its parent."""
-        return {**cfg.env, "GLM5_PDEATHSIG": "1"}
+        return {**cfg.env, **self.build_env, "GLM5_PDEATHSIG": "1"}
+
+    def lag_seconds(self, url: str) -> float | None:
+        """`sglang:sim_behind_seconds_total` from /metrics (the config must enable metrics)."""
+        try:
+            with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+                body = resp.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return None
+        for line in body.splitlines():
+            if line.startswith("sglang:sim_behind_seconds_total"):
+                with contextlib.suppress(ValueError, IndexError):
+                    return float(line.split()[-1])
+        return None
 
     def version(self) -> str:
         """SGLang's version as emulated, and ours."""
@@ -68,7 +91,8 @@ class SimEngine(Engine):
 
     def fingerprint_extra(self) -> dict[str, Any]:
         """What the emulator's own flags make of it."""
-        return {"sim": [self.profile, self.time_scale, self.slowdown, self.startup_s, self.seed, self.extra]}
+        return {"sim": [self.profile, self.time_scale, self.slowdown, self.startup_s, self.seed, self.noise,
+                        self.extra]}
 
     def compare(self, cfg: ServerConfig, model: str, info: dict[str, Any]) -> list[str]:
         """Same rules as SGLang: its /server_info has the same keys."""

@@ -11,6 +11,7 @@ import faulthandler
 import gc
 import json
 import logging
+import math
 import os
 import random
 import shlex
@@ -18,6 +19,7 @@ import signal
 import sys
 import time
 import uuid
+from collections import deque
 from datetime import datetime
 from typing import Any
 
@@ -76,20 +78,25 @@ class SimServer:
         try:
             self.profile = load_profile(ns.sim_profile)
             self.model = resolve(self.profile, self.raw_args, slowdown=ns.sim_slowdown,
-                                 noise_cv=ns.sim_noise, startup_s=ns.sim_startup_s)
+                                 noise_cv=ns.sim_step_noise, startup_s=ns.sim_startup_s)
         except ProfileError as exc:
             print(f"sglang serve: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
         self.args = resolve_args(self.raw_args, self.model)
+        # One speed factor per launch (median 1): what differs between two launches of the same server.
+        launch_rng = random.Random(ns.sim_seed) if ns.sim_seed is not None else random.SystemRandom()
+        cv = self.model.launch_cv if ns.sim_noise is None else ns.sim_noise
+        factor = math.exp(cv * launch_rng.gauss(0.0, 1.0)) if cv > 0 else 1.0
         # Rules may match resolved values (e.g. the MoE backend that auto picked).
-        self.model = resolve(self.profile, self.args, slowdown=ns.sim_slowdown,
-                             noise_cv=ns.sim_noise, startup_s=ns.sim_startup_s)
+        self.model = resolve(self.profile, self.args, slowdown=ns.sim_slowdown, noise_cv=ns.sim_step_noise,
+                             startup_s=ns.sim_startup_s, launch_cv=cv, launch_factor=factor)
         self.scale = ns.sim_time_scale
-        self.scheduler = Scheduler(self.model, seed=ns.sim_seed)
+        seed = ns.sim_seed if ns.sim_seed is not None else 0
+        self.scheduler = Scheduler(self.model, seed=seed)
         self.engine = AsyncEngine(self.scheduler, self.scale, on_step=self._on_step,
                                   max_wakeups_per_s=ns.sim_max_chunk_rate)
         self.engine.hang_after_tokens = ns.sim_hang_after_tokens
-        self.fault_rng = random.Random(ns.sim_seed + 7)
+        self.fault_rng = random.Random(seed + 7)
         self.faults: dict[str, float] = dict(ns.sim_fault)
         self.status = "Starting"
         self.started = time.time()
@@ -100,10 +107,12 @@ class SimServer:
         self._log_tokens = 0
         self._log_t = time.perf_counter()
         self.gen_throughput = 0.0
+        self.finished: deque[SimRequest] = deque(maxlen=100_000)  # for /sim/requests
         self.launch_command = "sglang serve " + shlex.join(argv)
 
     # -- logging like SGLang's scheduler -------------------------------------------------------
     def _on_step(self, step: Step, now: float) -> None:
+        self.finished.extend(r for r in step.batch if r.finished and r.finished_at == now)
         if step.kind == "prefill":
             return
         self._steps += 1
@@ -196,9 +205,63 @@ def _finish_native(req: SimRequest) -> dict[str, Any] | None:
     return {"type": "stop", "matched": 2}
 
 
+_ARRIVALS: dict[int, float] = {}  # protocol id -> when its current request's first bytes were read
+_BUSY: set[int] = set()  # protocols whose request is being handled
+
+
+def _stamp_arrivals() -> None:
+    """Stamp each connection's first bytes of a request as they are read: a handler starts later when many requests
+    arrive at once (the loop runs earlier handlers first), and that queueing is the server's latency too, which a
+    client's TTFT includes. aiohttp has no such timestamp, so its protocol's data_received is wrapped."""
+    from aiohttp.web_protocol import RequestHandler
+
+    original = RequestHandler.data_received
+    if getattr(original, "_glm5", False):
+        return
+
+    def stamped(self: Any, data: bytes) -> None:
+        if id(self) not in _BUSY:  # bytes while a request is handled are its body, not a new request
+            _ARRIVALS.setdefault(id(self), time.perf_counter())
+        original(self, data)
+
+    stamped._glm5 = True  # type: ignore[attr-defined]
+    RequestHandler.data_received = stamped  # type: ignore[method-assign]
+
+
+@web.middleware
+async def _arrival(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Every request takes its connection's stamp (else now), so the next request on it is stamped anew."""
+    key = id(request.protocol)
+    at = _ARRIVALS.pop(key, None)
+    request["arrival"] = at if at is not None else time.perf_counter()
+    _BUSY.add(key)
+    try:
+        response: web.StreamResponse = await handler(request)
+    finally:
+        _BUSY.discard(key)
+        _ARRIVALS.pop(key, None)
+    return response
+
+
+async def handle_sim_requests(request: web.Request) -> web.Response:
+    """Not SGLang's: the emulator's own times of each finished request (seconds on its perf_counter): received (its
+    handler started), first and last token written to the stream, and the scheduler's own moments; the ground truth
+    a client's TTFT, ITL and E2E are checked against (native /generate).
+    `?clear=1` forgets them after answering."""
+    srv: SimServer = request.app["srv"]
+    body = [{"received": r.received_at, "first_token": r.sent_first_at, "last_token": r.sent_last_at,
+             "scheduled": r.arrival, "model_first_token": r.first_token_at, "model_last_token": r.finished_at,
+             "output_tokens": r.generated, "prompt_tokens": r.prompt_len}
+            for r in srv.finished if r.sent_last_at]
+    if request.query.get("clear"):
+        srv.finished.clear()
+    return web.json_response(body)
+
+
 async def handle_generate(request: web.Request) -> web.StreamResponse:
     """SGLang's native POST /generate: cumulative text and meta_info per chunk, then [DONE]."""
     srv: SimServer = request.app["srv"]
+    received = float(request.get("arrival") or time.perf_counter())
     try:
         body = await request.json()
     except json.JSONDecodeError:
@@ -215,10 +278,12 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
     if fault == "http500":
         return _error(500, "Internal server error (injected by --sim-fault)")
     req = srv.new_request(plen, max_new, bool(sp.get("ignore_eos", False)))
+    req.received_at = received
     t0 = time.perf_counter()
     try:
         if not body.get("stream"):
             await srv.wait_finished(req)
+            req.sent_first_at = req.sent_last_at = time.perf_counter()
             return web.json_response(_native_obj(req, plen, t0))
         resp = await _sse_start(request)
         sent = 0
@@ -231,6 +296,7 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
                 await resp.write(b"data: {not json\n\n")
                 return resp
             await resp.write(b"data: " + orjson.dumps(_native_obj(req, plen, t0)) + b"\n\n")
+            _sent(req)
             if req.finished:
                 break
         await resp.write(b"data: [DONE]\n\n")
@@ -238,6 +304,14 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
     finally:
         req.aborted = not req.finished
         srv.in_flight -= 1
+
+
+def _sent(req: SimRequest) -> None:
+    now = time.perf_counter()
+    if not req.sent_first_at:
+        req.sent_first_at = now
+    if req.finished:
+        req.sent_last_at = now
 
 
 def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
@@ -366,6 +440,8 @@ async def handle_server_info(request: web.Request) -> web.Response:
             "time_scale": srv.scale,
             "slowdown": srv.ns.sim_slowdown,
             "noise_cv": srv.model.noise_cv,
+            "launch_cv": srv.model.launch_cv,
+            "launch_factor": round(srv.model.launch_factor, 6),
             "seed": srv.ns.sim_seed,
             "rules": list(srv.model.applied_rules),
             "gpus": gpus_needed(srv.args),
@@ -422,7 +498,8 @@ async def handle_metrics(request: web.Request) -> web.Response:
 
 def build_app(srv: SimServer) -> web.Application:
     """The aiohttp application with SGLang's routes."""
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    _stamp_arrivals()
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_arrival])
     app["srv"] = srv
     app.router.add_get("/health", handle_health)
     app.router.add_get("/health_generate", handle_health)
@@ -435,6 +512,7 @@ def build_app(srv: SimServer) -> web.Application:
     app.router.add_post("/generate", handle_generate)
     app.router.add_post("/v1/completions", handle_completions)
     app.router.add_route("*", "/flush_cache", handle_flush)
+    app.router.add_get("/sim/requests", handle_sim_requests)
     if srv.args.get("enable_metrics"):
         app.router.add_get("/metrics", handle_metrics)
     return app

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from typing import Any
 
 from ..spec.sglang import flag_table
@@ -70,6 +71,23 @@ def _positive(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1), got {text}")
+    return value
+
+
+def _env_slowdown() -> float:
+    text = os.environ.get("GLM5_SIM_SLOWDOWN", "")
+    if not text:
+        return 1.0
+    try:
+        return _positive(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise SystemExit(f"sglang serve: error: env GLM5_SIM_SLOWDOWN must be a number > 0, got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """An argparse parser with SGLang's prog name and flags plus the sim's own."""
     parser = argparse.ArgumentParser(
@@ -82,10 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="performance profile: a bundled name or a TOML file (default glm5-sm120)")
     sim.add_argument("--sim-time-scale", type=_positive, default=1.0,
                      help="every modelled duration times S; 0.1 runs ten times faster")
-    sim.add_argument("--sim-slowdown", type=_positive, default=1.0,
-                     help="decode speed times F (0.8 = a 20%% slower decode), to inject a regression")
-    sim.add_argument("--sim-seed", type=int, default=0, help="seed of the noise and of the faults")
-    sim.add_argument("--sim-noise", type=float, default=None, help="coefficient of variation of step times")
+    sim.add_argument("--sim-slowdown", type=_positive, default=_env_slowdown(),
+                     help="decode speed times F (0.8 = a 20%% slower decode), to inject a regression; default "
+                          "env GLM5_SIM_SLOWDOWN (a build's env makes a slow build), else 1")
+    sim.add_argument("--sim-seed", type=int, default=None,
+                     help="seed of the step noise, the faults and the launch's speed factor (unset: step noise and "
+                          "faults use 0, and each launch draws its own factor, as real launches differ)")
+    sim.add_argument("--sim-noise", type=_fraction, default=None, metavar="CV",
+                     help="launch-to-launch CV: each launch draws one speed factor (median 1) that scales every "
+                          "step, as GPU clocks, memory placement and kernel choices do (default: the profile's "
+                          "[noise] launch_cv)")
+    sim.add_argument("--sim-step-noise", type=_fraction, default=None, metavar="CV",
+                     help="CV of step times within a launch, drifting AR(1) (default: the profile's [noise] cv)")
     sim.add_argument("--sim-startup-s", type=float, default=None,
                      help="model seconds to load weights (default from the profile)")
     sim.add_argument("--sim-max-chunk-rate", type=_positive, default=8000.0,

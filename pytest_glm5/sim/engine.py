@@ -37,6 +37,10 @@ class SimRequest:
     aborted: bool = False
     finish_reason: str = ""
     first_token_at: float = 0.0
+    finished_at: float = 0.0  # perf_counter when the step that made its last token ended
+    received_at: float = 0.0  # perf_counter when its HTTP handler started (the server's view of "sent")
+    sent_first_at: float = 0.0  # when the handler wrote its first token to the stream
+    sent_last_at: float = 0.0  # when the handler wrote its last token
     seq: int = 0
     waiter: asyncio.Future[None] | None = field(default=None, repr=False)
 
@@ -155,6 +159,7 @@ class Scheduler:
                 touched.append(r)
         for r in touched:
             if r.finished:
+                r.finished_at = now
                 self.running.remove(r)
                 self.kv_used -= r.kv_tokens
                 self.requests_total += 1

@@ -50,6 +50,8 @@ class Model:
     max_running_requests: int
     noise_cv: float
     noise_correlation: float
+    launch_cv: float = 0.0  # launch-to-launch CV of the speed factor drawn at start
+    launch_factor: float = 1.0  # this launch's factor on every step time (> 1: slower)
     decode_factor: float = 1.0
     prefill_factor: float = 1.0
     decode_steps: int = 1
@@ -65,11 +67,11 @@ class Model:
     def decode_step_s(self, batch: int) -> float:
         """Model seconds of one decode step over `batch` running requests (one token each)."""
         raw = self.decode_base_s + self.decode_expert_s * self.experts_touched(batch) + self.decode_token_s * batch
-        return raw * self.decode_factor
+        return raw * self.decode_factor * self.launch_factor
 
     def prefill_step_s(self, tokens: int) -> float:
         """Model seconds of one prefill step over `tokens` prompt tokens."""
-        return (self.prefill_base_s + self.prefill_token_s * tokens) * self.prefill_factor
+        return (self.prefill_base_s + self.prefill_token_s * tokens) * self.prefill_factor * self.launch_factor
 
 
 def bundled_profiles() -> list[str]:
@@ -105,7 +107,8 @@ def _matches(when: dict[str, Any], args: dict[str, Any]) -> bool:
 
 
 def resolve(profile: dict[str, Any], args: dict[str, Any], slowdown: float = 1.0,
-            noise_cv: float | None = None, startup_s: float | None = None) -> Model:
+            noise_cv: float | None = None, startup_s: float | None = None, launch_cv: float | None = None,
+            launch_factor: float = 1.0) -> Model:
     """Apply a profile's rules to resolved SGLang args and the sim's knobs."""
     try:
         dec, pre, kv = profile["decode"], profile["prefill"], profile["kv"]
@@ -148,6 +151,8 @@ def resolve(profile: dict[str, Any], args: dict[str, Any], slowdown: float = 1.0
             max_running_requests=int(max_running),
             noise_cv=float(noise_cv if noise_cv is not None else profile.get("noise", {}).get("cv", 0.0)),
             noise_correlation=float(profile.get("noise", {}).get("correlation", 0.995)),
+            launch_cv=float(launch_cv if launch_cv is not None else profile.get("noise", {}).get("launch_cv", 0.0)),
+            launch_factor=launch_factor,
             decode_factor=decode_factor,
             prefill_factor=prefill_factor,
             decode_steps=max(1, int(args.get("num_continuous_decode_steps") or 1)),

@@ -1,0 +1,85 @@
+"""`glm5 compare BASE.json HEAD.json`: two --glm5-report files made elsewhere, judged as the A/B gate judges
+(HEAD against BASE per series, SAME / DIFFERENT / UNKNOWN, Benjamini-Hochberg over the series).
+
+Each series needs launch-level values in both reports (`launches` of a verdict: run with --glm5-launches N, or
+the arms of an A/B run); with one launch a side there is no spread to test with, and the answer says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .decide import AB_TOLERANCE, Look, ab
+from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, benjamini_hochberg
+
+Series = tuple[str, str, str]
+
+
+class CompareError(Exception):
+    """A report that cannot be compared; the message names the file and what is wrong."""
+
+
+@dataclass
+class Outcome:
+    """The lines to print and whether HEAD regressed."""
+
+    lines: list[str]
+    regressed: bool
+    compared: int
+
+
+def read_report(path: Path) -> dict[Series, list[float]]:
+    """Launch values per (config, scenario, metric) of a --glm5-report file; CompareError when it is not one."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CompareError(f"{path}: no such file (give two --glm5-report files)") from None
+    except (OSError, UnicodeError) as exc:
+        raise CompareError(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise CompareError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); give a --glm5-report file") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("verdicts"), list):
+        raise CompareError(f"{path}: not a --glm5-report file (no 'verdicts' list)")
+    out: dict[Series, list[float]] = {}
+    for i, v in enumerate(doc["verdicts"]):
+        try:
+            key = (str(v["config"]), str(v["scenario"]), str(v["metric"]))
+            values = v.get("launches") or [v["measured"]]
+            floats = [float(x) for x in values]
+        except (KeyError, TypeError, ValueError):
+            raise CompareError(f"{path}: verdict {i} lacks config, scenario, metric or numeric values") from None
+        if any(not x > 0 for x in floats):
+            raise CompareError(f"{path}: verdict {i} ({' '.join(key)}) has a value <= 0")
+        out[key] = floats
+    return out
+
+
+def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect: float = DEFAULT_EFFECT,
+                    tolerance: float = AB_TOLERANCE) -> Outcome:
+    """HEAD against BASE for every series both hold."""
+    a, b = read_report(base), read_report(head)
+    common = [k for k in a if k in b]
+    if not common:
+        raise CompareError(f"{base} and {head} share no (config, scenario, metric) series")
+    look = Look(alpha, 1, 1, effect)
+    verdicts = [ab(*k, a[k], b[k], ("base", "head"), b[k], look, tolerance) for k in common]
+    worse = benjamini_hochberg([v.stat["p_adj"] for v in verdicts], alpha)
+    better = benjamini_hochberg([v.stat["p_adj_better"] for v in verdicts], alpha)
+    lines = [f"{base.name} -> {head.name}: {len(common)} series, alpha {alpha:g} (Benjamini-Hochberg), tolerance "
+             f"{tolerance * 100:g}%, SAME rules out {effect * 100:g}%"]
+    regressed = False
+    for v, w, bt in zip(verdicts, worse, better, strict=True):
+        answer: Any = v.stat["answer"]
+        if answer.startswith("DIFFERENT") and not (w if v.stat["gain"] < 0 else bt):
+            answer = "UNKNOWN"  # not confirmed across the series
+        bad = answer == "DIFFERENT/worse" and -v.stat["gain"] > tolerance
+        regressed = regressed or bad
+        lines.append(f"{'REGRESSION ' if bad else ''}{v.config} {v.scenario} {v.metric}: {answer}: "
+                     f"{v.stat['describe']}")
+    missing = sorted(set(a) ^ set(b))
+    if missing:
+        lines.append(f"in one report only, not compared: {len(missing)} (e.g. {' '.join(missing[0])})")
+    return Outcome(lines, regressed, len(common))

@@ -1,0 +1,166 @@
+"""Statistical verdicts of one series (config, scenario, metric): against its recorded reference launches, build B
+against build A, a config against its reference config of the same run; and the run's family-wise correction.
+
+Every verdict carries its test: the change with its 95% CI, p, the look's alpha, CV and the launches on each side.
+A regression needs both: a drop beyond the tolerance (the practical threshold) and p below the look's alpha. A drop
+beyond the tolerance that is not significant is "noisy", with the launches that would decide it; the caller adds
+launches while looks remain (alpha spending keeps the total false-alarm rate at alpha).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .baselines import WORKLOAD_CHANGED, Bound, Verdict, geometric_mean, workload_differs
+from .metrics import higher_is_better, summarize_repeats
+from .stats import Comparison, ab_decision, benjamini_hochberg, compare, launches_needed, spent
+
+EMULATOR_BOUND = "emulator-bound"
+NOISY = "noisy"
+KNOWN_COST = "known cost"
+AB_TOLERANCE = 0.02  # the practical threshold of an A/B without baselines: a smaller change never fails
+
+
+@dataclass(frozen=True)
+class Look:
+    """Which look of a sequential test this is, and the run's error settings."""
+
+    alpha: float
+    look: int = 1
+    looks: int = 1
+    effect: float = 0.05
+
+    @property
+    def level(self) -> float:
+        """This look's alpha (Pocock-type spending)."""
+        return spent(self.alpha, self.look, self.looks)
+
+    @property
+    def last(self) -> bool:
+        """No more launches may be added."""
+        return self.look >= self.looks
+
+
+def per_launch(values: Sequence[float], launches: Sequence[str]) -> list[float]:
+    """One value per launch, in launch order: the geometric mean of that launch's repeats."""
+    groups: dict[str, list[float]] = {}
+    for value, launch in zip(values, launches, strict=True):
+        groups.setdefault(launch, []).append(value)
+    return [geometric_mean(v) for v in groups.values()]
+
+
+def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, **extra: Any) -> dict[str, Any]:
+    level = look.level
+    p = c.p_worse
+    return {"against": against, "describe": c.describe(), "test": test, "tolerance": tolerance,
+            "change": c.change, "gain": c.gain, "ci": [c.ci_low, c.ci_high], "p_worse": c.p_worse,
+            "p_better": c.p_better, "cv": c.cv, "n_new": c.n_new, "n_ref": c.n_ref, "alpha": level,
+            "look": look.look, "looks": look.looks,
+            # On the scale of the run's alpha, so one Benjamini-Hochberg pass covers every look's level.
+            "p_adj": min(1.0, p * look.alpha / level) if not math.isnan(p) else 1.0,
+            "p_adj_better": min(1.0, c.p_better * look.alpha / level) if not math.isnan(c.p_better) else 1.0,
+            **extra}
+
+
+def _needed(c: Comparison, look: Look, n_ref: int | None) -> str:
+    n = launches_needed(c.cv, look.effect, look.alpha, n_ref)
+    if n is None:
+        return f"at CV {c.cv * 100:.1f}% the {c.n_ref} reference launches cannot find a {look.effect * 100:g}% drop; " \
+               "record more (--update-baselines --glm5-launches 5)"
+    side = "launches per arm" if n_ref is None else "new launches"
+    return f"CV {c.cv * 100:.1f}%: about {n} {side} would find a {look.effect * 100:g}% drop with 95% power " \
+           "(--glm5-max-repeats)"
+
+
+def against_reference(config: str, scenario: str, metric: str, samples: list[float], launches: list[float],
+                      bound: Bound, workload: dict[str, Any], look: Look) -> Verdict:
+    """This run's launches against the bound's reference launches (pooled t-test on logs, one-sided)."""
+    spread = summarize_repeats(samples)
+    measured = float(spread.pop("median"))
+    v = Verdict(config, scenario, metric, measured, bound, "pass", spread, samples, dict(workload),
+                launches=list(launches))
+    if workload and workload_differs(bound.workload, workload):
+        v.verdict = WORKLOAD_CHANGED
+        return v
+    c = compare(launches, list(bound.launches), higher_is_better(metric))
+    # A ceiling's slack (ms) is part of its practical threshold: timer jitter is not a change worth a verdict.
+    tolerance = max(bound.tolerance, bound.slack / geometric_mean(bound.launches)) if bound.slack else bound.tolerance
+    v.stat = _stat(c, f"{len(bound.launches)} reference launches", f"t-test at alpha {_a(look.level)}, look "
+                   f"{look.look} of {look.looks}", tolerance, look)
+    v.verdict = _nightly(c, tolerance, look.level)
+    if v.verdict == NOISY:
+        v.note = _needed(c, look, len(bound.launches))
+    return v
+
+
+def _nightly(c: Comparison, tolerance: float, level: float) -> str:
+    if -c.gain > tolerance:
+        return "regression" if c.p_worse < level else NOISY
+    if c.gain > tolerance and c.p_better < level:
+        return "improvement"
+    return "pass"
+
+
+def _a(alpha: float) -> str:
+    return f"{alpha:.2g}"
+
+
+def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], names: tuple[str, str],
+       samples_b: list[float], look: Look, tolerance: float = AB_TOLERANCE) -> Verdict:
+    """Build B against build A: SAME / DIFFERENT / UNKNOWN; DIFFERENT and worse beyond the tolerance is a
+    regression, UNKNOWN is noisy."""
+    c = compare(b, a, higher_is_better(metric))
+    answer = ab_decision(c, tolerance, look.level, look.effect)
+    spread = summarize_repeats(samples_b)
+    measured = float(spread.pop("median"))
+    direction = ""
+    if answer == "DIFFERENT":
+        direction = "/worse" if c.gain < 0 else "/better"
+    v = Verdict(config, scenario, metric, measured, None, "pass", spread, samples_b, launches=list(b))
+    v.stat = _stat(c, f"build {names[0]} ({len(a)} launches)", f"{names[1]} vs {names[0]}, t-test at alpha "
+                   f"{_a(look.level)}, look {look.look} of {look.looks}, SAME = 90% CI inside "
+                   f"+-{look.effect * 100:g}%", tolerance, look, answer=answer + direction, build_a=names[0],
+                   build_b=names[1], launches_a=list(a))
+    if answer == "DIFFERENT":
+        beyond = abs(c.gain) > tolerance
+        v.verdict = ("regression" if c.gain < 0 else "improvement") if beyond else "pass"
+    elif answer == "UNKNOWN":
+        v.verdict = NOISY
+        v.note = _needed(c, look, None)
+    return v
+
+
+def against_config(config: str, scenario: str, metric: str, new: list[float], ref: list[float], ref_name: str,
+                   prior: Sequence[Sequence[float]], tolerance: float, look: Look, expected_slower: bool) -> Verdict:
+    """A config against its reference config's launches of this same run. One launch each has no spread, so the
+    between-launch variance also comes from the recorded references of both (`prior`)."""
+    c = compare(new, ref, higher_is_better(metric), prior=prior)
+    v = Verdict(config, scenario, metric, geometric_mean(new), None, "pass", launches=list(new))
+    v.stat = _stat(c, ref_name, f"t-test at alpha {_a(look.level)}", tolerance, look, compare_to=ref_name)
+    v.verdict = _nightly(c, tolerance, look.level)
+    if v.verdict == "regression" and expected_slower:
+        v.verdict = KNOWN_COST
+        v.note = "declared expected_slower: only a drop against its own floors fails"
+    return v
+
+
+def family(verdicts: Sequence[Verdict], q: float) -> int:
+    """Benjamini-Hochberg over every statistical series of the run: a regression (or improvement) it does not
+    confirm becomes noisy (pass), with the reason. Returns the number of series tested."""
+    tested = [v for v in verdicts if v.stat]
+    if not tested:
+        return 0
+    worse = benjamini_hochberg([v.stat["p_adj"] for v in tested], q)
+    better = benjamini_hochberg([v.stat["p_adj_better"] for v in tested], q)
+    why = f"not significant across the run's {len(tested)} series (Benjamini-Hochberg at {q:g})"
+    for v, w, b in zip(tested, worse, better, strict=True):
+        if v.verdict in ("regression", KNOWN_COST) and not w:
+            v.verdict, v.note = NOISY, why
+            if "answer" in v.stat:
+                v.stat["answer"] = "UNKNOWN"
+        elif v.verdict == "improvement" and not b:
+            v.verdict, v.note = "pass", why
+    return len(tested)

@@ -1,0 +1,185 @@
+"""The statistics of a verdict: launch-level samples compared on the log scale, with p-values, a 95% CI, the CV,
+alpha spending over sequential looks, and the family-wise correction of one run.
+
+The unit is a server launch: repeats inside one launch share its GPU clocks, memory placement and kernel choices,
+so they say little about the next launch. A launch contributes one value (the geometric mean of its repeats); the
+spread between launches is what a test uses.
+
+    >>> c = compare([95.1, 94.8], [100.2, 99.1, 101.0, 100.4], higher_is_better=True)
+    >>> c.describe()
+    '-5.2% [-6.8%, -3.6%], p 0.00044, CV 0.7%, 2 vs 4 launches'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats as sps
+
+DEFAULT_ALPHA = 0.01  # per series: Pinpoint's low threshold
+DEFAULT_EFFECT = 0.05  # the smallest change the gate must find: a SAME answer rules out at least this much
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """New launches against reference launches of one series, oriented so that `gain` > 0 is better."""
+
+    change: float  # relative change of the geometric means, new / ref - 1 (raw direction)
+    ci_low: float  # 95% two-sided CI of `change`
+    ci_high: float
+    p_worse: float  # one-sided p that new is worse than ref (nan: no spread to test with)
+    p_better: float
+    cv: float  # the between-launch CV (pooled sd of log values)
+    n_new: int
+    n_ref: int
+    higher_is_better: bool
+    df: int = 0
+
+    @property
+    def gain(self) -> float:
+        """The change with + meaning better."""
+        return self.change if self.higher_is_better else -self.change
+
+    @property
+    def testable(self) -> bool:
+        """Both sides together have spread to test with (at least one degree of freedom)."""
+        return not math.isnan(self.p_worse)
+
+    def gain_bounds(self, confidence: float) -> tuple[float, float]:
+        """Two-sided `confidence` interval of `gain`."""
+        lo, hi = _interval(self, confidence)
+        return (lo, hi) if self.higher_is_better else (-hi, -lo)
+
+    def describe(self) -> str:
+        """`-5.2% [-6.8%, -3.6%], p 0.00044, CV 0.7%, 2 vs 4 launches`."""
+        p = min(self.p_worse, self.p_better)
+        ptxt = "p n/a (one launch each: no spread)" if math.isnan(p) else f"p {_p(p)}"
+        return (f"{self.change * 100:+.1f}% [{self.ci_low * 100:+.1f}%, {self.ci_high * 100:+.1f}%], {ptxt}, "
+                f"CV {self.cv * 100:.1f}%, {self.n_new} vs {self.n_ref} launches")
+
+
+def _p(p: float) -> str:
+    return f"{p:.2g}" if p < 0.001 else f"{p:.4f}".rstrip("0").rstrip(".") if p < 0.1 else f"{p:.2f}"
+
+
+def _logs(values: Sequence[float]) -> list[float]:
+    bad = [v for v in values if not (v > 0 and math.isfinite(v))]
+    if bad:
+        raise ValueError(f"values must be positive and finite to compare, got {bad[0]!r}")
+    return [math.log(v) for v in values]
+
+
+def _ss(logs: Sequence[float]) -> float:
+    m = sum(logs) / len(logs)
+    return sum((x - m) ** 2 for x in logs)
+
+
+def _parts(new: Sequence[float], ref: Sequence[float],
+           prior: Sequence[Sequence[float]] = ()) -> tuple[float, float, int]:
+    """Difference of log means, its standard error (pooled variance, with the prior groups' spread), degrees of
+    freedom."""
+    a, b = _logs(new), _logs(ref)
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    groups = [_logs(g) for g in prior if len(g) >= 2]
+    df = len(a) + len(b) - 2 + sum(len(g) - 1 for g in groups)
+    ss = _ss(a) + _ss(b) + sum(_ss(g) for g in groups)
+    sd = math.sqrt(ss / df) if df > 0 else float("nan")
+    return ma - mb, sd * math.sqrt(1 / len(a) + 1 / len(b)), df
+
+
+def _interval(c: Comparison, confidence: float) -> tuple[float, float]:
+    d = math.log1p(c.change)
+    df = c.df
+    if df <= 0 or c.cv == 0:
+        return (c.change, c.change)
+    se = c.cv * math.sqrt(1 / c.n_new + 1 / c.n_ref)
+    t = float(sps.t.ppf(0.5 + confidence / 2, df))
+    return (math.expm1(d - t * se), math.expm1(d + t * se))
+
+
+def compare(new: Sequence[float], ref: Sequence[float], higher_is_better: bool,
+            prior: Sequence[Sequence[float]] = ()) -> Comparison:
+    """Pooled two-sample t-test on log values (equal variance: the same machine and server), one-sided both ways.
+    `prior`: other launch groups of the same variance (recorded references) that add to the spread's estimate.
+
+    With one launch per side and no prior there is no spread to test with: p is nan and the caller says so."""
+    if not new or not ref:
+        raise ValueError("need at least one launch on each side")
+    d, se, df = _parts(new, ref, prior)
+    cv = se / math.sqrt(1 / len(new) + 1 / len(ref)) if df > 0 else 0.0
+    if df <= 0:
+        p_up = p_down = float("nan")
+        lo = hi = math.expm1(d)
+    elif se == 0:
+        p_up = 0.0 if d > 0 else (1.0 if d < 0 else 0.5)
+        p_down = 0.0 if d < 0 else (1.0 if d > 0 else 0.5)
+        lo = hi = math.expm1(d)
+    else:
+        t = d / se
+        p_up = float(sps.t.sf(t, df))  # new higher than ref
+        p_down = float(sps.t.cdf(t, df))
+        q = float(sps.t.ppf(0.975, df))
+        lo, hi = math.expm1(d - q * se), math.expm1(d + q * se)
+    p_worse, p_better = (p_down, p_up) if higher_is_better else (p_up, p_down)
+    return Comparison(math.expm1(d), lo, hi, p_worse, p_better, cv, len(new), len(ref), higher_is_better, df)
+
+
+def spent(alpha: float, look: int, looks: int) -> float:
+    """The alpha of look `look` (1-based) of at most `looks`: Lan-DeMets Pocock-type spending,
+    alpha * ln(1 + (e - 1) t) at information fraction t = look / looks, its increment used as the look's level.
+    The increments add up to alpha, so over all looks the false-alarm rate stays at most alpha (a union bound);
+    a plain re-test at alpha on every look would not (about 1.8% for a nominal 1%)."""
+    if not 1 <= look <= looks:
+        raise ValueError(f"look {look} is outside 1..{looks}")
+
+    def cumulative(t: float) -> float:
+        return alpha * math.log(1 + (math.e - 1) * t)
+
+    return cumulative(look / looks) - cumulative((look - 1) / looks)
+
+
+def launches_needed(cv: float, effect: float, alpha: float, n_ref: int | None, power: float = 0.95) -> int | None:
+    """New launches that find a drop of `effect` with `power` at this CV: against `n_ref` reference launches, or
+    per arm of an A/B when n_ref is None. None: a reference this small cannot get there; record more launches."""
+    if cv <= 0:
+        return 1
+    z = float(sps.norm.ppf(1 - alpha) + sps.norm.ppf(power))
+    sigma_d = math.log1p(effect) / z  # the standard error the difference may have
+    if n_ref is None:
+        return max(2, math.ceil(2 * (cv / sigma_d) ** 2))
+    room = (sigma_d / cv) ** 2 - 1 / n_ref
+    if room <= 0:
+        return None
+    return max(1, math.ceil(1 / room))
+
+
+def benjamini_hochberg(pvalues: Sequence[float], q: float) -> list[bool]:
+    """Which hypotheses BH rejects at false-discovery rate q. When nothing changed (every null true) this bounds the
+    chance of any false alarm across the whole family by q, as Holm would; when much changed it keeps the power
+    that Holm and Bonferroni lose."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    m = len(pvalues)
+    cut = 0
+    for rank, i in enumerate(order, start=1):
+        if pvalues[i] <= q * rank / m:
+            cut = rank
+    rejected = [False] * m
+    for i in order[:cut]:
+        rejected[i] = True
+    return rejected
+
+
+def ab_decision(c: Comparison, tolerance: float, alpha: float, effect: float) -> str:
+    """SAME / DIFFERENT / UNKNOWN, as Pinpoint answers, with a stated design: DIFFERENT when p < alpha (this look's
+    level) and the change exceeds the tolerance; SAME when the 90% CI of the change lies inside +-effect (two
+    one-sided tests at 5%: the change is smaller than `effect` with 95% confidence); else UNKNOWN."""
+    if not c.testable:
+        return "UNKNOWN"
+    if (c.p_worse < alpha and -c.gain > tolerance) or (c.p_better < alpha and c.gain > tolerance):
+        return "DIFFERENT"
+    lo, hi = c.gain_bounds(0.90)
+    if -effect < lo and hi < effect:
+        return "SAME"
+    return "UNKNOWN"

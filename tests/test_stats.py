@@ -1,0 +1,117 @@
+"""The statistics of verdicts, checked by simulation: error rates are measured, not assumed."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from scipy import stats as sps
+
+from pytest_glm5.baselines import Bound
+from pytest_glm5.decide import Look, ab, against_reference, family, per_launch
+from pytest_glm5.stats import ab_decision, benjamini_hochberg, compare, launches_needed, spent
+
+
+def _draw(rng: random.Random, n: int, cv: float, level: float = 1000.0) -> list[float]:
+    return [level * math.exp(rng.gauss(0.0, cv)) for _ in range(n)]
+
+
+def test_compare_matches_scipys_pooled_t_test_on_logs() -> None:
+    new, ref = [95.1, 94.8, 96.0], [100.2, 99.1, 101.0, 100.4]
+    c = compare(new, ref, higher_is_better=True)
+    t = sps.ttest_ind([math.log(x) for x in new], [math.log(x) for x in ref], equal_var=True, alternative="less")
+    assert c.p_worse == pytest.approx(t.pvalue, rel=1e-9)
+    assert c.p_better == pytest.approx(1 - t.pvalue, rel=1e-9)
+    assert c.ci_low < c.change < c.ci_high < 0
+    # Latency: higher is worse, so the same numbers read as better.
+    lat = compare(new, ref, higher_is_better=False)
+    assert lat.p_better == pytest.approx(c.p_worse) and lat.gain == pytest.approx(-c.gain)
+
+
+def test_one_launch_a_side_has_no_spread_and_says_so() -> None:
+    c = compare([95.0], [100.0], higher_is_better=True)
+    assert not c.testable and "no spread" in c.describe()
+    assert ab_decision(c, 0.02, 0.01, 0.05) == "UNKNOWN"
+    # A prior (recorded references of the same variance) supplies the spread.
+    with_prior = compare([95.0], [100.0], True, prior=[[100.0, 101.0, 99.0, 100.5]])
+    assert with_prior.testable and with_prior.p_worse < 0.05 and with_prior.df == 3
+
+
+def test_spending_adds_up_to_alpha_and_a_naive_retest_would_not() -> None:
+    assert sum(spent(0.01, k, 3) for k in (1, 2, 3)) == pytest.approx(0.01)
+    assert spent(0.01, 1, 1) == pytest.approx(0.01)
+    with pytest.raises(ValueError):
+        spent(0.01, 4, 3)
+
+
+def test_sequential_nightly_gate_keeps_its_false_alarm_rate() -> None:
+    # No change, CV 2%, 8 reference launches, up to 3 new launches with alpha spending: the false-alarm rate
+    # stays at most alpha (binomial slack for 4,000 trials: 0.01 + 3 sigma).
+    rng = random.Random(7)
+    trials, alarms = 4000, 0
+    for _ in range(trials):
+        ref = _draw(rng, 8, 0.02)
+        bound = Bound("output_throughput", "floor", 1000.0, 0.03, launches=tuple(ref))
+        new: list[float] = []
+        for look in (1, 2, 3):
+            new.append(_draw(rng, 1, 0.02)[0])
+            v = against_reference("c", "s", "output_throughput", new, new, bound, {}, Look(0.01, look, 3))
+            if v.verdict != "noisy":
+                break
+        alarms += v.verdict == "regression"
+    assert alarms / trials <= 0.01 + 3 * math.sqrt(0.01 * 0.99 / trials)
+
+
+def test_nightly_gate_finds_a_5_percent_drop_and_says_noisy_when_it_cannot() -> None:
+    rng = random.Random(3)
+    ref = _draw(rng, 12, 0.02)
+    bound = Bound("output_throughput", "floor", 1000.0, 0.03, launches=tuple(ref))
+    slow = [x * 0.95 for x in _draw(rng, 3, 0.02)]
+    v = against_reference("tp8", "single", "output_throughput", slow, slow, bound, {}, Look(0.01, 3, 3))
+    assert v.verdict == "regression" and v.stat["p_worse"] < v.stat["alpha"]
+    assert "vs 12 reference launches" in v.line() and "launches" in v.stat["describe"]
+    # A 10% CV reference cannot tell a 4% drop: noisy, with the launches that would.
+    wide = Bound("output_throughput", "floor", 1000.0, 0.03, launches=tuple(_draw(rng, 4, 0.10)))
+    n = against_reference("tp8", "single", "output_throughput", [wide.launches[0] * 0.96], [wide.launches[0] * 0.96],
+                          wide, {}, Look(0.01, 1, 3))
+    assert n.verdict in ("noisy", "pass")
+    if n.verdict == "noisy":
+        assert "record more" in n.note or "would find" in n.note
+
+
+def test_ab_answers_same_different_unknown() -> None:
+    rng = random.Random(11)
+    a, same = _draw(rng, 6, 0.01), _draw(rng, 6, 0.01)
+    look = Look(0.01, 1, 1, 0.05)
+    assert ab("c", "s", "output_throughput", a, same, ("base", "base"), same, look).stat["answer"] == "SAME"
+    slow = [x * 0.9 for x in _draw(rng, 6, 0.01)]
+    v = ab("c", "s", "output_throughput", a, slow, ("base", "slow"), slow, look)
+    assert v.stat["answer"] == "DIFFERENT/worse" and v.verdict == "regression"
+    two = ab("c", "s", "output_throughput", a[:2], slow[:2], ("base", "slow"), slow[:2], look)
+    assert two.stat["answer"] in ("UNKNOWN", "DIFFERENT/worse")
+
+
+def test_benjamini_hochberg_and_the_family_downgrade() -> None:
+    assert benjamini_hochberg([0.001, 0.02, 0.03, 0.9], 0.05) == [True, True, True, False]
+    assert benjamini_hochberg([0.02, 0.02], 0.01) == [False, False]
+    rng = random.Random(5)
+    ref = _draw(rng, 8, 0.02)
+    bound = Bound("output_throughput", "floor", 1000.0, 0.03, launches=tuple(ref))
+    # One series 4% low at p just under its own alpha, among 40 unchanged series: not confirmed over the family.
+    vs = [against_reference("c", f"s{i}", "output_throughput", [x], [x], bound, {}, Look(0.01))
+          for i, x in enumerate(_draw(rng, 40, 0.02))]
+    weak = next((v for v in vs if v.verdict == "regression"), None)
+    family(vs, 0.01)
+    assert weak is None or (weak.verdict == "noisy" and "Benjamini-Hochberg" in weak.note)
+
+
+def test_launches_needed_follows_the_normal_formula() -> None:
+    # Two-sample: n = 2 (z_a + z_b)^2 (CV / d)^2 = 2 * (2.326 + 1.645)^2 * (0.02 / 0.0488)^2 = 5.3 -> 6.
+    assert launches_needed(0.02, 0.05, 0.01, None) == 6
+    assert launches_needed(0.02, 0.05, 0.01, 20) == 4
+    assert launches_needed(0.05, 0.05, 0.01, 4) is None  # the reference itself is too small
+
+
+def test_per_launch_takes_the_geometric_mean_of_each_launch() -> None:
+    assert per_launch([1.0, 4.0, 9.0], ["a", "a", "b"]) == pytest.approx([2.0, 9.0])
