@@ -35,7 +35,7 @@ class Look:
 
     @property
     def level(self) -> float:
-        """This look's alpha (Pocock-type spending)."""
+        """This look's alpha (O'Brien-Fleming-type spending)."""
         return spent(self.alpha, self.look, self.looks)
 
     @property
@@ -113,7 +113,7 @@ def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], 
     """Build B against build A: SAME / DIFFERENT / UNKNOWN; DIFFERENT and worse beyond the tolerance is a
     regression, UNKNOWN is noisy."""
     c = compare(b, a, higher_is_better(metric))
-    answer = ab_decision(c, tolerance, look.level, look.effect)
+    answer = ab_decision(c, tolerance, look.level, look.effect, look.alpha)
     spread = summarize_repeats(samples_b)
     measured = float(spread.pop("median"))
     direction = ""
@@ -121,8 +121,8 @@ def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], 
         direction = "/worse" if c.gain < 0 else "/better"
     v = Verdict(config, scenario, metric, measured, None, "pass", spread, samples_b, launches=list(b))
     v.stat = _stat(c, f"build {names[0]} ({len(a)} launches)", f"{names[1]} vs {names[0]}, t-test at alpha "
-                   f"{_a(look.level)}, look {look.look} of {look.looks}, SAME = 90% CI inside "
-                   f"+-{look.effect * 100:g}%", tolerance, look, answer=answer + direction, build_a=names[0],
+                   f"{_a(look.level)}, look {look.look} of {look.looks}, SAME = {100 - 200 * look.alpha:g}% CI "
+                   f"inside +-{look.effect * 100:g}%", tolerance, look, answer=answer + direction, build_a=names[0],
                    build_b=names[1], launches_a=list(a))
     if answer == "DIFFERENT":
         beyond = abs(c.gain) > tolerance

@@ -71,7 +71,7 @@ class Statistics:
 
     alpha: float = DEFAULT_ALPHA
     effect: float = DEFAULT_EFFECT
-    max_repeats: int = 3
+    max_repeats: int | None = None  # new launches (nightly, default 5) or launches per arm (A/B, default 8)
     ab: tuple[str, str] | None = None
     lag_limit: float = 0.02  # an emulator behind its model for more of the run than this measured the host
 
@@ -104,7 +104,7 @@ class PerfGate:
     def look(self, look: int) -> Look:
         """The sequential look: A/B adds ABBA blocks (two launches per arm), the nightly one launch at a time."""
         st = self.statistics
-        looks = max(1, -(-st.max_repeats // 2)) if st.ab else st.max_repeats
+        looks = max(1, -(-(st.max_repeats or 8) // 2)) if st.ab else (st.max_repeats or 5)
         return Look(st.alpha, min(look, looks), looks, st.effect)
 
     def judge(self, config: str, scenario: str, results: Sequence[BenchResult], metrics: Sequence[str] | None,
@@ -169,6 +169,9 @@ class PerfGate:
         # hiccup hits one measurement); requiring more evidence never raises the false-alarm rate.
         undecided = any(v.stat and (v.verdict == decide.NOISY or (v.verdict == "regression" and len(v.launches) < 2))
                         for v in out) and not look.last
+        if self.strict and not undecided:
+            failures += [v.line() + "; --glm5-strict-baselines fails what cannot be decided" for v in out
+                         if v.verdict == decide.NOISY]
         return Checked(out, failures, undecided)
 
     def record(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked,

@@ -400,7 +400,7 @@ def glm5_gate(request: pytest.FixtureRequest) -> PerfGate:
     config = request.config
     s = _settings(config)
     stats = Statistics(alpha=float(s["glm5-alpha"]), effect=float(s["glm5-effect"]),
-                       max_repeats=int(s["glm5-max-repeats"]), ab=s["glm5-ab"])
+                       max_repeats=s["glm5-max-repeats"], ab=s["glm5-ab"])
     gate = PerfGate(_baselines_root(config), strict=bool(s["glm5-strict-baselines"]), statistics=stats,
                     configs=server_configs(config))
     config.stash[gate_key] = gate

@@ -144,8 +144,9 @@ SETTINGS: tuple[Setting, ...] = (
             "of any false alarm is held to it by Benjamini-Hochberg (default 0.01)", 0.01, parse=_alpha),
     Setting("glm5-effect", "the smallest change the gate must find: SAME rules it out, 'noisy' says how many "
             "launches would find it (default 0.05)", 0.05, parse=_fraction),
-    Setting("glm5-max-repeats", "launches a series may get when its verdict is inconclusive (each one a fresh "
-            "server launch, with alpha spending over the looks; default 3)", 3, parse=_count),
+    Setting("glm5-max-repeats", "launches a series may get while its verdict is inconclusive, each a fresh server "
+            "launch, with alpha spending over the looks (default: 5 new launches; under --glm5-ab 8 per arm)",
+            parse=_count),
     Setting("glm5-launches", "measure every scenario on N server launches (record a reference with "
             "--update-baselines --glm5-launches 5)", 1, parse=_count),
     Setting("glm5-build", "run every config on this build of the configs file's [build.NAME] tables", ini=False),

@@ -127,15 +127,17 @@ def compare(new: Sequence[float], ref: Sequence[float], higher_is_better: bool,
 
 
 def spent(alpha: float, look: int, looks: int) -> float:
-    """The alpha of look `look` (1-based) of at most `looks`: Lan-DeMets Pocock-type spending,
-    alpha * ln(1 + (e - 1) t) at information fraction t = look / looks, its increment used as the look's level.
-    The increments add up to alpha, so over all looks the false-alarm rate stays at most alpha (a union bound);
-    a plain re-test at alpha on every look would not (about 1.8% for a nominal 1%)."""
+    """The alpha of look `look` (1-based) of at most `looks`: Lan-DeMets O'Brien-Fleming-type spending,
+    2 - 2 Phi(z_(1-alpha/2) / sqrt(t)) at information fraction t = look / looks, its increment used as the look's
+    level. The increments add up to alpha, so over all looks the false-alarm rate stays at most alpha (a union
+    bound); a plain re-test at alpha on every look would not (about 1.8% for a nominal 1%). Early looks get little,
+    so the last keeps nearly all of alpha and with it the power of a fixed design."""
     if not 1 <= look <= looks:
         raise ValueError(f"look {look} is outside 1..{looks}")
+    z = float(sps.norm.ppf(1 - alpha / 2))
 
     def cumulative(t: float) -> float:
-        return alpha * math.log(1 + (math.e - 1) * t)
+        return 0.0 if t <= 0 else min(alpha, float(2 - 2 * sps.norm.cdf(z / math.sqrt(t))))
 
     return cumulative(look / looks) - cumulative((look - 1) / looks)
 
@@ -171,15 +173,16 @@ def benjamini_hochberg(pvalues: Sequence[float], q: float) -> list[bool]:
     return rejected
 
 
-def ab_decision(c: Comparison, tolerance: float, alpha: float, effect: float) -> str:
+def ab_decision(c: Comparison, tolerance: float, alpha: float, effect: float, same_alpha: float = DEFAULT_ALPHA) -> str:
     """SAME / DIFFERENT / UNKNOWN, as Pinpoint answers, with a stated design: DIFFERENT when p < alpha (this look's
-    level) and the change exceeds the tolerance; SAME when the 90% CI of the change lies inside +-effect (two
-    one-sided tests at 5%: the change is smaller than `effect` with 95% confidence); else UNKNOWN."""
+    level) and the change exceeds the tolerance; SAME when the (1 - 2 same_alpha) CI of the change lies inside
+    +-effect (two one-sided tests at same_alpha: with the run's 1%, a 98% CI, so a real 5% drop is called SAME
+    rarely and the gate keeps looking instead); else UNKNOWN."""
     if not c.testable:
         return "UNKNOWN"
     if (c.p_worse < alpha and -c.gain > tolerance) or (c.p_better < alpha and c.gain > tolerance):
         return "DIFFERENT"
-    lo, hi = c.gain_bounds(0.90)
+    lo, hi = c.gain_bounds(1 - 2 * same_alpha)
     if -effect < lo and hi < effect:
         return "SAME"
     return "UNKNOWN"

@@ -8,7 +8,8 @@ slowdowns 1.00, 0.97, 0.95, 0.90.
 Part 1 launches the emulator (profile glm5-sm120, time scale 0.01) --launches times per (CV, slowdown) cell, one
 measurement each (concurrency 1, 4 requests of 128/128; output tok/s), then resamples those recorded launches
 --trials times per cell through the plugin's own decision code (decide.py): the nightly gate with 8 reference
-launches and up to 3 new ones, the A/B gate in ABBA blocks up to 3 blocks (6 launches per arm).
+launches and up to 5 new ones, the A/B gate in ABBA blocks up to 4 blocks (8 launches per arm): the plugin's
+defaults.
 Part 2 runs pytest itself --pytest-runs times on a one-test suite with --glm5-ab base,base and base,slow (a build
 whose env slows the emulator by 5%), and counts exit codes and verdicts.
 """
@@ -35,8 +36,8 @@ from pytest_glm5.loadgen import Workload, run_workload  # noqa: E402
 SLOWDOWNS = (1.00, 0.97, 0.95, 0.90)
 CVS = (0.02, 0.03)
 N_REF = 8
-NIGHTLY_LOOKS = 3
-AB_BLOCKS = 3
+NIGHTLY_LOOKS = 5
+AB_BLOCKS = 4
 ALPHA, EFFECT, TOLERANCE, AB_TOLERANCE = 0.01, 0.05, 0.03, 0.02
 
 
@@ -144,7 +145,7 @@ def pytest_runs(n: int, cv: float) -> dict[str, object]:
                                     "--rootdir", str(root), "--glm5-sim", "--glm5-configs", str(root / "configs.toml"),
                                     "--glm5-baselines", str(root / "baselines"), "--glm5-ab", pair,
                                     "--glm5-sim-noise", str(cv), "--glm5-sim-time-scale", "0.01",
-                                    "--glm5-sim-startup-s", "1", "--glm5-max-repeats", "6",
+                                    "--glm5-sim-startup-s", "1",
                                     "--glm5-report", str(report)], capture_output=True, text=True, cwd=root)
                 exits.append(p.returncode)
                 doc = json.loads(report.read_text()) if report.exists() else {"verdicts": []}
@@ -174,18 +175,22 @@ def main() -> int:
     parser.add_argument("--pytest-runs", type=int, default=50, help="pytest sessions per A/B pair (base,base and "
                                                                      "base,slow)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--recorded", type=Path, default=None,
+                        help="reuse the launches recorded by an earlier run (its --json file) instead of launching")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "gate_oc.json")
     ns = parser.parse_args()
     t0 = time.monotonic()
-    recorded: dict[str, list[float]] = {}
+    recorded: dict[str, list[float]] = json.loads(ns.recorded.read_text())["recorded"] if ns.recorded else {}
     with tempfile.TemporaryDirectory() as d:
-        for cv in CVS:
+        for cv in CVS if not recorded else ():
             for slowdown in SLOWDOWNS:
                 recorded[f"{cv}-{slowdown}"] = record_launches(cv, slowdown, ns.launches, Path(d))
                 print(f"recorded {ns.launches} launches at CV {cv}, slowdown {slowdown} "
                       f"({time.monotonic() - t0:.0f} s)", file=sys.stderr)
     rows = resample(recorded, ns.trials, ns.seed)
     e2e = pytest_runs(ns.pytest_runs, 0.02) if ns.pytest_runs else {}
+    if not e2e and ns.recorded:
+        e2e = json.loads(ns.recorded.read_text()).get("pytest", {})  # kept with the launches it was run beside
     print(table(rows))
     for pair, res in e2e.items():
         print(f"pytest --glm5-ab {pair}, CV 2%: {res}")

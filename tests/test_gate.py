@@ -50,8 +50,7 @@ def test_ab_finds_a_slow_build_and_passes_an_unchanged_one(pytester: pytest.Pyte
     # ABBA: two launches per arm, each its own server, in the order A B B A.
     assert [r["build"] for r in runs[::2]] == ["base", "slow", "slow", "base"]
     assert len({r["launch"] for r in runs}) == 4
-    same = pytester.runpytest("--glm5-ab", "base,base", "--glm5-report", "same.json", "--glm5-max-repeats", "6",
-                              *NOISE)
+    same = pytester.runpytest("--glm5-ab", "base,base", "--glm5-report", "same.json", *NOISE)
     assert same.ret == 0, same.stdout.str()
     assert _answers(pytester, "same.json") == ["SAME"]
     assert_no_server_left(model)

@@ -115,3 +115,16 @@ def test_launches_needed_follows_the_normal_formula() -> None:
 
 def test_per_launch_takes_the_geometric_mean_of_each_launch() -> None:
     assert per_launch([1.0, 4.0, 9.0], ["a", "a", "b"]) == pytest.approx([2.0, 9.0])
+
+
+def test_latency_ceilings_bind_with_their_slack() -> None:
+    # p99 TTFT of about 2 ms recorded over 6 launches, 0.5 ms slack: a 4x rise is a regression, jitter is not.
+    rng = random.Random(2)
+    ref = _draw(rng, 6, 0.06, level=2.0)
+    bound = Bound("p99_ttft_ms", "ceiling", 2.0, 0.03, slack=0.5, launches=tuple(ref))
+    four = [8.1, 7.9]
+    v = against_reference("tp8", "single-stream", "p99_ttft_ms", four, four, bound, {}, Look(0.01, 2, 5))
+    assert v.verdict == "regression" and v.stat["change"] > 2.5
+    jitter = [2.3, 2.25]  # +14%: inside the slack's 25% of 2 ms
+    assert against_reference("tp8", "single-stream", "p99_ttft_ms", jitter, jitter, bound, {},
+                             Look(0.01, 2, 5)).verdict == "pass"
