@@ -147,8 +147,8 @@ def test_point(perf, cfg):
 """)
     recorded = pytester.runpytest("--update-baselines", "--glm5-launches", "3", *NOISE)
     recorded.stdout.fnmatch_lines(["baselines updated (3):"])
-    result = pytester.runpytest(*NOISE)
-    assert result.ret == 1  # fused is half as fast as ref and declares no known cost
+    result = pytester.runpytest("--glm5-launches", "2", *NOISE)
+    assert result.ret == 1  # fused is half as fast as ref on both its launches and declares no known cost
     result.stdout.fnmatch_lines(["configs against their reference (same run; compare_to in the configs file):",
                                  "  fused vs ref: c1 output_throughput -4*% *] REGRESSION",
                                  "  known vs ref: c1 output_throughput -4*% *] (known cost)"])
@@ -191,3 +191,15 @@ def test_emulator_lag_is_its_own_verdict(tmp_path: Path) -> None:
     assert "fell behind its own model for 25% of the run" in str(_behind([R(0.5)], 0.02))  # type: ignore[list-item]
     assert _behind([R(0.01)], 0.02) is None  # type: ignore[list-item]
     assert Bound("output_throughput", "floor", 1.0, 0.03, launches=(1.0,)).provisional
+
+
+def test_one_launch_of_a_config_does_not_confirm_a_drop_against_its_reference() -> None:
+    from pytest_glm5.decide import Look, against_config
+
+    prior = [[100.0, 101.0, 99.5, 100.4, 99.8], [100.2, 99.1, 100.9, 100.0, 99.6]]
+    one = against_config("mscclpp", "c256", "output_throughput", [93.0], [100.0], "tp8", prior, 0.03, Look(0.01),
+                         expected_slower=False)
+    assert one.verdict == "noisy" and "--glm5-launches 2" in one.note
+    two = against_config("mscclpp", "c256", "output_throughput", [93.0, 93.5], [100.0, 100.3], "tp8", prior, 0.03,
+                         Look(0.01), expected_slower=False)
+    assert two.verdict == "regression"
