@@ -104,8 +104,8 @@ class Verdict:
 
     def line(self) -> str:
         """`tp8 single-stream output_throughput 8.90 tok/s < floor 10.36 tok/s (-14.1%, tolerance 5%)`; a statistical
-        verdict: `tp8 single-stream output_throughput 968.4 tok/s vs 8 reference launches: -5.1% [-7.0%, -3.2%],
-        p 0.00031, CV 1.9%, 2 vs 8 launches (t-test at alpha 0.0031, look 2 of 3; tolerance 3%): regression`."""
+        verdict: `tp8 sweep-c256 total_throughput 117248.49 tok/s vs 5 reference launches: -5.5% [-7.0%, -4.0%],
+        p 5.9e-05, CV 0.9%, 3 vs 5 launches (t-test at alpha 0.00084, look 3 of 5; tolerance 3%): regression`."""
         unit = unit_of(self.metric)
         head = f"{self.config} {self.scenario} {self.metric} {fmt(self.measured)}{unit}"
         if self.stat:
