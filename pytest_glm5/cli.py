@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .loadgen import PROTOCOLS, BenchError, BenchResult, Workload, run_workload
-from .settings import parse_url
+from .settings import parse_alpha, parse_fraction, parse_url
 
 TABLE_COLUMNS = (
     ("conc", "concurrency", "{:.0f}"),
@@ -138,24 +138,16 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 0.5:
-        raise argparse.ArgumentTypeError(f"expected a probability in (0, 0.5), got {text!r}")
-    return value
+def _checked(parse: Callable[[str], float]) -> Callable[[str], float]:
+    """An argparse type from a settings check: its ValueError becomes argparse's one-line error."""
 
+    def run(text: str) -> float:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
-    return value
+    return run
 
 
 def _compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -164,10 +156,10 @@ def _compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                    "Exit 1 on a regression, 0 otherwise, 2 on bad input.")
     p.add_argument("base", type=Path, help="the reference report (--glm5-report of the base build)")
     p.add_argument("head", type=Path, help="the report to judge")
-    p.add_argument("--alpha", type=_probability, default=0.01, help="false-alarm rate (default 0.01)")
-    p.add_argument("--effect", type=_fraction, default=0.05,
+    p.add_argument("--alpha", type=_checked(parse_alpha), default=0.01, help="false-alarm rate (default 0.01)")
+    p.add_argument("--effect", type=_checked(parse_fraction), default=0.05,
                    help="SAME rules out a change this large (default 0.05)")
-    p.add_argument("--tolerance", type=_fraction, default=0.02,
+    p.add_argument("--tolerance", type=_checked(parse_fraction), default=0.02,
                    help="a smaller change never fails (default 0.02)")
 
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from .decide import AB_TOLERANCE, Look, ab
-from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, benjamini_hochberg
+from .decide import AB_TOLERANCE, Look, ab, family
+from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
 
 Series = tuple[str, str, str]
 
@@ -66,16 +65,13 @@ def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect
         raise CompareError(f"{base} and {head} share no (config, scenario, metric) series")
     look = Look(alpha, 1, 1, effect)
     verdicts = [ab(*k, a[k], b[k], ("base", "head"), b[k], look, tolerance) for k in common]
-    worse = benjamini_hochberg([v.stat["p_adj"] for v in verdicts], alpha)
-    better = benjamini_hochberg([v.stat["p_adj_better"] for v in verdicts], alpha)
+    family(verdicts, alpha)  # what Benjamini-Hochberg does not confirm reads UNKNOWN, as in an --glm5-ab run
     lines = [f"{base.name} -> {head.name}: {len(common)} series, alpha {alpha:g} (Benjamini-Hochberg), tolerance "
              f"{tolerance * 100:g}%, SAME rules out {effect * 100:g}%"]
     regressed = False
-    for v, w, bt in zip(verdicts, worse, better, strict=True):
-        answer: Any = v.stat["answer"]
-        if answer.startswith("DIFFERENT") and not (w if v.stat["gain"] < 0 else bt):
-            answer = "UNKNOWN"  # not confirmed across the series
-        bad = answer == "DIFFERENT/worse" and -v.stat["gain"] > tolerance
+    for v in verdicts:
+        answer = str(v.stat["answer"])
+        bad = v.verdict == "regression"
         regressed = regressed or bad
         lines.append(f"{'REGRESSION ' if bad else ''}{v.config} {v.scenario} {v.metric}: {answer}: "
                      f"{v.stat['describe']}")

@@ -168,4 +168,6 @@ def family(verdicts: Sequence[Verdict], q: float) -> int:
                 v.stat["answer"] = "UNKNOWN"
         elif v.verdict == "improvement" and not b:
             v.verdict, v.note = "pass", why
+            if "answer" in v.stat:
+                v.stat["answer"] = "UNKNOWN"
     return len(tested)

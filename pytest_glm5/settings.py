@@ -50,15 +50,23 @@ def _count(value: str) -> int:
     return number
 
 
-def _alpha(value: str) -> float:
-    number = float(value)
+def parse_alpha(value: str) -> float:
+    """A false-alarm rate in (0, 0.5); ValueError saying so."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("must be a probability in (0, 0.5), e.g. 0.01") from None
     if not 0 < number < 0.5:
         raise ValueError("must be a probability in (0, 0.5), e.g. 0.01")
     return number
 
 
-def _fraction(value: str) -> float:
-    number = float(value)
+def parse_fraction(value: str) -> float:
+    """A fraction in [0, 1); ValueError saying so."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("must be a fraction in [0, 1), e.g. 0.02") from None
     if not 0 <= number < 1:
         raise ValueError("must be a fraction in [0, 1), e.g. 0.02")
     return number
@@ -139,11 +147,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-repeats", "repeat each scenario N times (default: the suite's per-scenario value)",
             parse=_count),
     Setting("glm5-sim-noise", "emulator launch-to-launch CV (each launch draws one speed factor; default: the "
-            "profile's)", parse=_fraction),
+            "profile's)", parse=parse_fraction),
     Setting("glm5-alpha", "false-alarm rate per series of a statistical verdict; across the run's series the chance "
-            "of any false alarm is held to it by Benjamini-Hochberg (default 0.01)", 0.01, parse=_alpha),
+            "of any false alarm is held to it by Benjamini-Hochberg (default 0.01)", 0.01, parse=parse_alpha),
     Setting("glm5-effect", "the smallest change the gate must find: SAME rules it out, 'noisy' says how many "
-            "launches would find it (default 0.05)", 0.05, parse=_fraction),
+            "launches would find it (default 0.05)", 0.05, parse=parse_fraction),
     Setting("glm5-max-repeats", "launches a series may get while its verdict is inconclusive, each a fresh server "
             "launch, with alpha spending over the looks (default: 5 new launches; under --glm5-ab 8 per arm)",
             parse=_count),
