@@ -47,6 +47,7 @@ ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
     "provenance": dict,
     "workload": dict,
     "launches": list,
+    "target": (int, float),
 }
 DEFAULTS_KEYS = {"tolerance", "latency_slack_ms", "note", "source", "method"}
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -69,6 +70,7 @@ class Bound:
     slack: float = 0.0  # absolute allowance for ceilings, in the metric's unit (ms)
     workload: dict[str, Any] | None = None  # the load it was recorded under (None: not recorded)
     launches: tuple[float, ...] = ()  # reference values, one per server launch (< 2: provisional)
+    target: float | None = None  # where the work is heading (shown, never judged)
 
     @property
     def provisional(self) -> bool:
@@ -93,6 +95,20 @@ class Verdict:
     launches: list[float] = field(default_factory=list)  # this run's value per server launch
     stat: dict[str, Any] = field(default_factory=dict)  # the test behind a statistical verdict (see decide.py)
     note: str = ""
+    test: str = ""  # the pytest node id that measured it
+    model: str = ""  # the model path, with the hardware key naming the baselines file and the history store
+
+    @property
+    def target(self) -> float | None:
+        """The entry's target, where the baselines file sets one."""
+        return self.bound.target if self.bound is not None else None
+
+    def to_go(self) -> float | None:
+        """How far today's value is from the target, as a factor (2.0: twice as far to go); None without one."""
+        t = self.target
+        if t is None or not self.measured or not t:
+            return None
+        return t / self.measured if self.bound is not None and self.bound.kind == "floor" else self.measured / t
 
     @property
     def delta(self) -> float | None:
@@ -160,6 +176,11 @@ def unit_of(metric: str) -> str:
     return ""
 
 
+def times(factor: float) -> str:
+    """`9.7x` / `389x`: a distance to a target."""
+    return f"{factor:.2g}x" if factor < 10 else f"{factor:,.0f}x"
+
+
 def fmt(value: float) -> str:
     """Three significant decimals for small numbers, two for the rest."""
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.2f}"
@@ -224,6 +245,9 @@ def _validate(path: Path, doc: dict[str, Any]) -> None:
                                             f", got {value!r}")
                 if "tolerance" in entry:
                     _check_tolerance(path, where, entry["tolerance"])
+                if "target" in entry and not entry["target"] > 0:
+                    raise BaselineError(f"{path}: {where}: target must be a number > 0 (where the work is heading, "
+                                        f"e.g. target = 100 for 100 tok/s), got {entry['target']!r}")
                 launches = entry.get("launches", [])
                 if not all(isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in launches):
                     raise BaselineError(f"{path}: {where}: launches must be a list of positive numbers, one per "
@@ -278,7 +302,8 @@ class BaselineStore:
         return Bound(metric, kind, float(entry[kind]), float(entry.get("tolerance", self.default_tolerance())),
                      float(entry["measured"]) if "measured" in entry else None, str(entry.get("source", "")),
                      slack, dict(workload) if workload is not None else None,
-                     tuple(float(x) for x in entry.get("launches", [])))
+                     tuple(float(x) for x in entry.get("launches", [])),
+                     float(entry["target"]) if "target" in entry else None)
 
     def metrics_of(self, config: str, scenario: str) -> list[str]:
         """The metrics the file holds for this config and scenario."""

@@ -1,5 +1,5 @@
 """The `glm5` command: `sim` (the SGLang emulator), `bench` (one measurement outside pytest) and `compare` (two
-reports judged as the A/B gate judges)."""
+reports judged as the A/B gate judges), `history` (trends and change points of a --glm5-history directory)."""
 
 from __future__ import annotations
 
@@ -176,6 +176,40 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     return 1 if outcome.regressed else 0
 
 
+def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("history", help="trends and change points of a --glm5-history directory",
+                       description="Per series: runs, last value, trend, change points (first bad run, its commit "
+                                   "and build, the step with its 95%% CI) and the distance to a target. Exit 0, or 2 "
+                                   "on bad input.")
+    p.add_argument("dir", type=Path, help="the --glm5-history directory")
+    p.add_argument("--config", help="only this config")
+    p.add_argument("--metric", help="only this metric, e.g. output_throughput")
+    p.add_argument("--scenario", help="only this scenario")
+
+
+def cmd_history(ns: argparse.Namespace) -> int:
+    """Run `glm5 history`; exit 2 on bad input."""
+    from .history import HistoryError, load_dir, series_of
+    from .trends import analyse, lines
+
+    try:
+        runs, notes = load_dir(ns.dir)
+    except HistoryError as exc:
+        print(f"glm5 history: error: {exc}", file=sys.stderr)
+        return 2
+    series = series_of(runs, ns.config, ns.metric, ns.scenario)
+    for n in notes:
+        print(f"glm5 history: {n}", file=sys.stderr)
+    if not series:
+        known = sorted({(s.config, s.metric) for s in series_of(runs)})
+        print(f"glm5 history: error: no series matches --config {ns.config} --metric {ns.metric} in {ns.dir}; "
+              f"it holds {len(known)} (config, metric) pairs, e.g. "
+              + ", ".join(f"{c} {m}" for c, m in known[:6]), file=sys.stderr)
+        return 2
+    print("\n".join(lines(analyse(series))))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `glm5` command's parser (`sim` takes SGLang's own flags, parsed by the emulator)."""
     parser = argparse.ArgumentParser(prog="glm5", description="pytest-glm5 command line")
@@ -184,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     _bench_parser(sub)
     _compare_parser(sub)
+    _history_parser(sub)
     return parser
 
 
@@ -199,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_bench(ns)
     if ns.cmd == "compare":
         return cmd_compare(ns)
+    if ns.cmd == "history":
+        return cmd_history(ns)
     return 2
 
 

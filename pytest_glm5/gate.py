@@ -160,6 +160,7 @@ class PerfGate:
                 v = decide.against_reference(config, scenario, metric, samples, per_launch(samples, labels), bound,
                                              provenance.workload, look)
             v.provenance = provenance.as_entry()
+            v.model = provenance.model
             out.append(v)
             if v.verdict == "regression" and not v.stat:
                 failures.append(v.line())  # a provisional bound: the tolerance rule, at once

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from .metrics import RequestRecord, compute_metrics, first_errors
+from .metrics import RequestRecord, compute_metrics, first_errors, percentile
 
 PROTOCOLS = ("sglang", "openai")
 PREFLIGHT_TIMEOUT_S = 5.0
@@ -127,6 +127,15 @@ class BenchResult:
         """Requests of the measured window that did not complete."""
         return int(self.metrics.get("failed", 0))
 
+    def distributions(self, points: int = 41) -> dict[str, list[float]]:
+        """TTFT and ITL in ms at evenly spaced quantiles (0, 2.5, ... 100%): a CDF small enough for every report."""
+        ok = [r for r in self.records if r.success]
+        ttft = [r.ttft * 1000 for r in ok]
+        itl = [x * 1000 for r in ok for x in r.itl]
+        qs = [100 * i / (points - 1) for i in range(points)]
+        return {name: [round(percentile(vals, q), 4) for q in qs] if vals else []
+                for name, vals in (("ttft_ms", ttft), ("itl_ms", itl))}
+
     def to_dict(self, details: bool = False) -> dict[str, Any]:
         """A JSON-ready record: workload, metrics, errors and /server_info (per-request data if asked)."""
         out: dict[str, Any] = {
@@ -144,6 +153,7 @@ class BenchResult:
             "launch": self.launch,
             "build": self.build,
             "emulator_lag_s": self.lag_s,
+            "distributions": self.distributions(),
         }
         if details:
             out["records"] = [asdict(r) for r in self.records]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import json
+import datetime as dt
+import itertools
+import os
 import signal
 import sys
 import threading
@@ -13,24 +15,27 @@ from typing import Any, NoReturn
 
 import pytest
 
-from . import hookspecs
+from . import exports, hookspecs
 from .baselines import Change
 from .builds import Build, identity, load_builds, pick
 from .configs import ConfigError, ServerConfig, load_configs
 from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine, TransformersEngine
 from .forensics import known_issue_mismatch, tail
 from .gate import GateError, PerfGate, Statistics, check_stores
+from .junit import properties, suite_level
 from .loadgen import BenchResult
+from .outputs import Outputs, write_all
 from .perf import Perf, PerfRun
 from .perf import bench as run_bench
 from .pool import KEPT, ConfigMismatch, PoolSettings, RecordStore, ServerPool, reap_leftovers, stop_recorded
 from .process import ServerError, ServerHandle
-from .provenance import expected_hardware
+from .provenance import expected_hardware, git_commit
 from .report import (
     TerminalProgress,
     campaign_lines,
     json_report,
     summary_lines,
+    target_lines,
     telemetry_lines,
     verdict_table,
 )
@@ -42,6 +47,7 @@ from .settings import (
     Settings,
     SettingsError,
     Sources,
+    check_creatable_dir,
     check_writable_dir,
     check_writable_file,
     resolve_path,
@@ -61,6 +67,10 @@ run_key = pytest.StashKey[PerfRun]()
 changes_key = pytest.StashKey[tuple[list[Change], list[str]]]()
 gpus_key = pytest.StashKey[list[Gpu] | None]()
 output_errors_key = pytest.StashKey[list[str]]()
+outputs_key = pytest.StashKey[Outputs]()
+written_key = pytest.StashKey[Any]()
+started_key = pytest.StashKey[dt.datetime]()
+benchmark_json_key = pytest.StashKey[bool]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -97,12 +107,12 @@ def pytest_configure(config: pytest.Config) -> None:
         log_dir = settings["glm5-log-dir"]
         if log_dir is not None:
             check_writable_dir(Path(log_dir), f"server log directory ({settings.source('glm5-log-dir')})")
-        report = settings["glm5-report"]
-        if report is not None:
-            check_writable_file(Path(report), "--glm5-report")
+        config.stash[outputs_key] = _outputs(settings)
     except SettingsError as exc:
         raise pytest.UsageError(f"glm5: {exc}") from None
     config.stash[settings_key] = settings
+    config.stash[started_key] = dt.datetime.now(dt.UTC)
+    _check_rootdir(config)
     config.stash[output_errors_key] = []
     config.addinivalue_line(
         "markers",
@@ -123,6 +133,50 @@ def pytest_configure(config: pytest.Config) -> None:
 
         signal.signal(signal.SIGTERM, on_term)
         config.add_cleanup(restore)
+
+
+PATH_OPTIONS = ("--glm5-history", "--glm5-html", "--glm5-markdown", "--glm5-report", "--glm5-export",
+                "--glm5-configs", "--glm5-baselines", "--glm5-log-dir")
+
+
+def _check_rootdir(config: pytest.Config) -> None:
+    """pytest picks its rootdir before it knows a plugin's options, so the value of `--glm5-history /tmp/h` (an
+    existing path, written as a separate word) counts as a test path: the rootdir, and with it the configs and
+    baselines, move to /tmp. Say so, with the fix, rather than run against the wrong files."""
+    args = list(config.invocation_params.args)
+    here = Path(config.invocation_params.dir).resolve()
+    root = Path(config.rootpath).resolve()
+    if config.getoption("inifilename", None):
+        return  # -c names the ini file, which fixes the rootdir
+    for opt, value in itertools.pairwise(args):
+        path = (here / value).resolve()
+        # An existing path outside the invocation directory: pytest looked for the ini file from there, not here.
+        if opt in PATH_OPTIONS and path.exists() and here != path and here not in path.parents:
+            raise pytest.UsageError(
+                f"glm5: pytest took the value of {opt} {value} for a test path and chose rootdir {root} (it picks "
+                f"the rootdir before plugins' options are known), so its ini file and configs were not found; write "
+                f"{opt}={value} (with '=')")
+
+
+def _outputs(settings: Settings) -> Outputs:
+    """The run's output paths, each checked now (not after an hour of load)."""
+    out = Outputs()
+    for name, attr in (("glm5-report", "report"), ("glm5-html", "html"), ("glm5-markdown", "markdown")):
+        if settings[name] is not None:
+            path = Path(settings[name])
+            check_writable_file(path, f"--{name}")
+            setattr(out, attr, path)
+    for fmt, given in settings["glm5-export"] or ():
+        check_writable_file(Path(given), f"--glm5-export {fmt}:")
+        out.exports.append((fmt, Path(given)))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        check_writable_file(Path(summary), "$GITHUB_STEP_SUMMARY")
+        out.step_summary = Path(summary)
+    if settings["glm5-history"] is not None:
+        out.history = Path(settings["glm5-history"])
+        check_creatable_dir(out.history, f"history directory ({settings.source('glm5-history')})")
+    return out
 
 
 def _gated(config: pytest.Config) -> dict[str, str]:
@@ -322,6 +376,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     runnable = {name for item, name in named
                 if name is not None and not any(m.name == "skip" for m in item.iter_markers())}
     _check_baselines(config, {n: configs[n] for n in runnable})
+    _as_benchmarks(config, [item for item, name in named if name is not None])
     plain = [item for item, name in named if name is None]
     groups: dict[str, list[pytest.Item]] = {}
     for item, name in named:
@@ -334,6 +389,43 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         kept = {str(d.get("config")) for d in store.read()[KEPT].values()}
         groups = dict(sorted(groups.items(), key=lambda kv: kv[0] not in kept))
     items[:] = plain + [item for group in groups.values() for item in group]
+
+
+BENCHMARK_ONLY_SKIP = "Skipping non-benchmark (--benchmark-only active)."
+
+
+def _as_benchmarks(config: pytest.Config, perf_items: list[pytest.Item]) -> None:
+    """With pytest-benchmark, a serving perf test is a benchmark: `--benchmark-only` runs it (pytest-benchmark
+    would skip it silently, as it uses no `benchmark` fixture) and `--benchmark-skip` skips it, saying why."""
+    if not config.pluginmanager.hasplugin("benchmark") or not perf_items:
+        return
+    if config.getoption("benchmark_only", False):
+        for item in perf_items:
+            item.own_markers[:] = [m for m in item.own_markers
+                                   if not (m.name == "skip" and m.kwargs.get("reason") == BENCHMARK_ONLY_SKIP)]
+    elif config.getoption("benchmark_skip", False):
+        for item in perf_items:
+            item.add_marker(pytest.mark.skip(reason="glm5 perf test: a benchmark (--benchmark-skip active)"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
+    """pytest-benchmark's --benchmark-json / --benchmark-save of a run with benchmarks of its own: ours join them."""
+    gate = config.stash.get(gate_key, None)
+    if gate is not None and gate.verdicts:
+        doc = _run_doc(config, config.stash.get(pool_key, None), gate, [])
+        output_json.setdefault("benchmarks", []).extend(exports.pytest_benchmark(doc)["benchmarks"])
+        config.stash[benchmark_json_key] = True
+
+
+def _benchmark_json(config: pytest.Config, doc: dict[str, Any]) -> str | None:
+    """Where pytest-benchmark had nothing of its own to save, --benchmark-json still gets our results."""
+    path = config.getoption("benchmark_json", None) if config.pluginmanager.hasplugin("benchmark") else None
+    if path is None or config.stash.get(benchmark_json_key, False) or not doc["verdicts"]:
+        return None
+    name = getattr(path, "name", str(path))
+    exports.write_json(Path(name), exports.pytest_benchmark(doc))
+    return f"--benchmark-json: {name} (pytest-benchmark's format; the glm5 results, as pytest-benchmark had none)"
 
 
 def _engine_factory(config: pytest.Config) -> Callable[[ServerConfig], Engine]:
@@ -462,6 +554,34 @@ def perf(sglang_server: ServerHandle, glm5_run: PerfRun) -> Perf:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Tag the verdicts this test made with its id, and give them to JUnit XML as properties (on the test case
+    under xunit1, on the suite, prefixed with the test id, under xunit2, whose schema allows no other place)."""
+    gate = item.config.stash.get(gate_key, None)
+    before = len(gate.verdicts) if gate is not None else 0
+    try:
+        return (yield)
+    finally:
+        gate = item.config.stash.get(gate_key, None)
+        mine = gate.verdicts[before:] if gate is not None else []
+        for v in mine:
+            v.test = item.nodeid
+        xml = item.config.stash.get(_xml_key(), None) if mine else None
+        if mine and xml is not None:
+            if suite_level(str(item.config.getini("junit_family"))):
+                for name, value in properties(mine):
+                    xml.add_global_property(f"{item.nodeid}::{name}", value)
+            else:
+                item.user_properties.extend(properties(mine))
+
+
+def _xml_key() -> Any:
+    from _pytest.junitxml import xml_key  # where pytest keeps its LogXML; record_testsuite_property uses it too
+
+    return xml_key
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A failing test of a server config gets that server's log tail as a report section."""
     report = yield
@@ -505,18 +625,42 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if changes[1] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # asked to record, could not: not a green run
     config.stash[changes_key] = changes
-    path = s["glm5-report"]
-    if path:
-        doc = json_report(pool.report() if pool else {}, gate.verdicts if gate else [], changes[0],
-                          gate.results if gate else None, gate.versus if gate else [],
-                          gate.statistics if gate else None)
+    out = config.stash.get(outputs_key, Outputs())
+    bench_json = config.pluginmanager.hasplugin("benchmark") and config.getoption("benchmark_json", None)
+    if (out.any or bench_json) and not config.option.collectonly:  # --collect-only measured nothing to report
+        doc = _run_doc(config, pool, gate, changes[0])
+        written = write_all(doc, out)
         try:
-            Path(path).write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
+            line = _benchmark_json(config, doc)
+            if line:
+                written.lines.append(line)
         except OSError as exc:
-            config.stash[output_errors_key].append(f"cannot write --glm5-report {path}: {exc.strerror or exc}; "
-                                                   "the summary above is all there is of this run")
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            written.errors.append(f"cannot write --benchmark-json: {exc.strerror or exc}")
+        config.stash[written_key] = written
+        config.stash[output_errors_key].extend(written.errors)
+        if written.errors and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # asked for an output, did not get it
+
+
+def _run_doc(config: pytest.Config, pool: ServerPool | None, gate: PerfGate | None,
+             changes: list[Change]) -> dict[str, Any]:
+    started = config.stash[started_key]
+    servers = pool.report() if pool is not None else {}
+    for rec in servers.values():
+        if rec.get("crash") or rec.get("exit_status") not in (None, 0):
+            rec["log_tail"] = tail(Path(rec["log_path"]), LOG_SECTION_LINES) if rec.get("log_path") else []
+    verdicts = gate.verdicts if gate is not None else []
+    hardware = sorted({str(v.provenance.get("hardware")) for v in verdicts if v.provenance.get("hardware")})
+    run = {"time": started.isoformat(timespec="seconds"),
+           "duration_s": (dt.datetime.now(dt.UTC) - started).total_seconds(),
+           "commit": git_commit(Path(config.rootpath)), "build": _build_name(config), "hardware": ", ".join(hardware),
+           "args": list(config.invocation_params.args)}
+    doc = json_report(servers, verdicts, changes, gate.results if gate else None, gate.versus if gate else [],
+                      gate.statistics if gate else None, run, dict(pool.failures) if pool is not None else {})
+    configs = config.stash.get(configs_key, {})
+    doc["known_issues"] = {n: configs[n].known_issue for n in doc["problems"]
+                           if n in configs and configs[n].known_issue}
+    return doc
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -542,6 +686,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(line, red=line.startswith(("regressions", "cannot")))
     if gate is None:
         return
+    written = config.stash.get(written_key, None)
+    drift = {(a.series.config, a.series.scenario, a.series.metric): a.drift
+             for a in (written.analyses if written else [])}
+    for line in target_lines(verdicts, drift):
+        terminalreporter.write_line(line)
     for line in campaign_lines(gate.versus):
         terminalreporter.write_line(line, red=" REGRESSION" in line)
     for (cfg_name, scenario), rs in gate.results.items():
@@ -554,4 +703,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"  {line}")
     elif gate.results:
         terminalreporter.write_line(f"GPU telemetry: none ({describe(_gpus(config))})")
+    for line in written.lines if written else []:
+        terminalreporter.write_line(f"glm5 {line}")
     sys.stdout.flush()

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .baselines import WORKLOAD_CHANGED, Change, Verdict, fmt, unit_of
+from .baselines import WORKLOAD_CHANGED, Change, Verdict, fmt, times, unit_of
 from .decide import EMULATOR_BOUND, KNOWN_COST, NOISY
 
 
@@ -59,6 +59,9 @@ def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
     """config, scenario, metric, measured, floor/ceiling, delta %, verdict, spread: aligned columns."""
     head = ["config", "scenario", "metric", "measured", "bound", "delta", "verdict", "spread (min..max, cv, n)",
             "test (change [95% CI], p, CV, launches)"]
+    targets = any(v.target is not None for v in verdicts)
+    if targets:
+        head.append("target")
     rows = []
     for v in verdicts:
         unit = unit_of(v.metric).strip()
@@ -75,6 +78,10 @@ def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
                   if sp.get("n", 0) > 1 else "-")
         rows.append([v.config, v.scenario, v.metric, f"{fmt(v.measured)} {unit}".strip(), bound, delta,
                      _verdict_cell(v), spread, test])
+        if targets:
+            go = v.to_go()
+            left = "" if go is None else "reached" if go <= 1 else f"{times(go)} to go"
+            rows[-1].append("-" if v.target is None else f"{fmt(v.target)} {unit} ({left})")
     widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=True)]
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
     out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
@@ -128,6 +135,24 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     return out
 
 
+def target_lines(verdicts: Sequence[Verdict], drift: dict[tuple[str, str, str], float | None] | None = None
+                 ) -> list[str]:
+    """Where the baselines set a target: today's value against the floor and the target, and the trend towards it
+    from the history (`--glm5-history`); a target never fails a run."""
+    from .trends import target_line
+
+    have = [v for v in verdicts if v.target is not None]
+    if not have:
+        return []
+    out = [f"targets ({len(have)}; never fail a run):"]
+    for v in have:
+        d = (drift or {}).get((v.config, v.scenario, v.metric))
+        bound = f", {v.bound.kind} {fmt(v.bound.value)}" if v.bound is not None else ""
+        out.append(f"  {v.config} {v.scenario} {v.metric} {fmt(v.measured)}{unit_of(v.metric)}{bound}: "
+                   f"{target_line(v.measured, v.target, v.metric, d)}")
+    return out
+
+
 def campaign_lines(versus: Sequence[Verdict]) -> list[str]:
     """The campaign view: each config against its reference config, one line each, as the campaign reported its
     experiments: `allreduce-fusion vs tp8: sweep-c10 output_throughput -87.4% [-88.0%, -86.8%] (known cost), ...`."""
@@ -150,28 +175,34 @@ def campaign_lines(versus: Sequence[Verdict]) -> list[str]:
     return out
 
 
-def _verdict_doc(v: Verdict) -> dict[str, Any]:
+def verdict_doc(v: Verdict) -> dict[str, Any]:
+    """One verdict as the report holds it."""
     return {"config": v.config, "scenario": v.scenario, "metric": v.metric, "measured": v.measured,
-            "verdict": v.verdict, "bound": None if v.bound is None else
+            "unit": unit_of(v.metric).strip(), "verdict": v.verdict, "test_id": v.test, "model": v.model,
+            "bound": None if v.bound is None else
             {"kind": v.bound.kind, "value": v.bound.value, "tolerance": v.bound.tolerance,
-             "launches": list(v.bound.launches)},
-            "delta": v.delta, "spread": v.spread, "samples": v.samples, "launches": v.launches,
+             "launches": list(v.bound.launches), "target": v.bound.target},
+            "delta": v.delta, "to_go": v.to_go(), "spread": v.spread, "samples": v.samples, "launches": v.launches,
             "test": v.stat or None, "note": v.note, "workload": v.workload, "provenance": v.provenance}
 
 
 def json_report(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: Sequence[Change],
                 results: dict[tuple[str, str], list[Any]] | None = None, versus: Sequence[Verdict] = (),
-                statistics: Any = None) -> dict[str, Any]:
-    """The --glm5-report document."""
+                statistics: Any = None, run: dict[str, Any] | None = None,
+                problems: dict[str, str] | None = None) -> dict[str, Any]:
+    """The --glm5-report document: every other output (page, summary, exports, history) is rendered from it."""
     return {
+        "format": "pytest-glm5 report 2",
+        "run": run or {},
         "statistics": None if statistics is None else {
             "alpha": statistics.alpha, "effect": statistics.effect, "max_repeats": statistics.max_repeats,
             "ab": list(statistics.ab) if statistics.ab else None},
         "servers": servers,
+        "problems": problems or {},
         "results": [{"config": c, "scenario": sc, "runs": [r.to_dict() for r in rs]}
                     for (c, sc), rs in (results or {}).items()],
-        "verdicts": [_verdict_doc(v) for v in verdicts],
-        "versus": [_verdict_doc(v) for v in versus],
+        "verdicts": [verdict_doc(v) for v in verdicts],
+        "versus": [verdict_doc(v) for v in versus],
         "baseline_changes": [c.__dict__ for c in changes],
     }
 

@@ -80,6 +80,13 @@ def parse_ab(value: str) -> tuple[str, str]:
     return names[0], names[1]  # A,A is allowed: an A/A run measures the gate's own false-alarm rate
 
 
+def parse_export(value: str) -> tuple[str, str]:
+    """`FORMAT:PATH` of --glm5-export."""
+    from .exports import parse_export as parse
+
+    return parse(value)
+
+
 def parse_url(value: str) -> str:
     """A server's base URL (http or https, with a host); ValueError saying what is wrong."""
     parsed = urllib.parse.urlparse(value)
@@ -134,6 +141,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-strict", "fail (not skip) when an external server's args differ from the config", flag=True,
             ini=False),
     Setting("glm5-report", "write a JSON report of servers and results here", ini=False),
+    Setting("glm5-html", "write the run as one self-contained HTML page here (verdicts, plots, history)", ini=False),
+    Setting("glm5-markdown", "write the run's markdown summary here (also appended to $GITHUB_STEP_SUMMARY when "
+            "that is set)", ini=False),
+    Setting("glm5-history", "append every run to the history in this directory (one store per hardware and "
+            "model); the page and `glm5 history DIR` show trends and change points"),
+    Setting("glm5-export", "also write FORMAT:PATH, FORMAT one of customBiggerIsBetter, customSmallerIsBetter "
+            "(github-action-benchmark), bencher (BMF), pytest-benchmark; repeatable", ini=False,
+            parse=parse_export, argparse={"action": "append"}),
     Setting("glm5-stall-timeout", "seconds without a token from any request that make a load run a hang "
             "(default 120)", 120.0, parse=_positive),
     Setting("glm5-relaunch-after-crash", "relaunch a crashed server once instead of failing the config's "
@@ -210,6 +225,8 @@ class Settings:
             if s.parse is None or isinstance(value, bool):
                 return Resolved(value, where)
             try:
+                if isinstance(value, list):  # a repeatable option
+                    return Resolved([s.parse(str(v).strip()) for v in value], where)
                 return Resolved(s.parse(str(value).strip()), where)
             except ValueError as exc:
                 reason = str(exc) if str(exc).startswith(("must", "is", "has")) else "must be a number > 0"
@@ -241,6 +258,22 @@ def check_writable_dir(path: Path, what: str) -> None:
     except OSError as exc:
         raise SettingsError(f"{what} {path} cannot be created or written to: {exc.strerror or exc}; pick another "
                               "directory") from None
+
+
+def check_creatable_dir(path: Path, what: str) -> None:
+    """A directory that will be written later: it, or the nearest part of its path that exists, must take a new
+    file (nothing is created now, so a --collect-only run leaves no trace)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise SettingsError(f"{what} {path} cannot be created: {probe} is not a directory; pick another directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".glm5-write-check-"):
+            pass
+    except OSError as exc:
+        raise SettingsError(f"{what} {path} cannot be created or written to: {exc.strerror or exc}; pick another "
+                            "directory") from None
 
 
 def check_writable_file(path: Path, what: str) -> None:

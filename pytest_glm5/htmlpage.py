@@ -1,0 +1,183 @@
+"""`--glm5-html PATH`: the run as one self-contained page (no request leaves the file when it is opened).
+
+The page inlines uPlot 1.6.32 (MIT, 51 KB minified: canvas charts, drawn in milliseconds), its CSS, the page's
+own script and style (pytest_glm5/page/), and the data as one JSON block. What it shows, in order: the verdict
+table (regressions at the top), then per config: output throughput against concurrency with the baseline band
+and today's launches, TTFT and ITL distributions per scenario (CDF), GPU telemetry per GPU over the run (power,
+memory, SM clock; NVML), the history of each gated metric with its change points, and a crash's forensics.
+Charts are drawn as they scroll into view, so the first paint does not wait for hundreds of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .markdown import change_text, order, target_text
+
+MAX_TELEMETRY_POINTS = 240
+
+
+def _asset(name: str) -> str:
+    return resources.files("pytest_glm5").joinpath("page", name).read_text(encoding="utf-8")
+
+
+def _compact_verdict(d: dict[str, Any]) -> dict[str, Any]:
+    b = d.get("bound") or {}
+    return {"c": d["config"], "s": d["scenario"], "m": d["metric"], "u": d.get("unit", ""), "v": d["measured"],
+            "k": b.get("kind"), "b": b.get("value"), "tol": b.get("tolerance"), "tgt": b.get("target"),
+            "go": d.get("to_go"), "verdict": d["verdict"], "ev": change_text(d), "note": d.get("note", ""),
+            "conc": (d.get("workload") or {}).get("concurrency"), "launches": d.get("launches") or [],
+            "ref": b.get("launches") or [], "tt": target_text(d), "vs": (d.get("test") or {}).get("against", "")}
+
+
+def _sweep(verdicts: Sequence[dict[str, Any]], config: str) -> list[dict[str, Any]]:
+    pts = {}
+    for d in verdicts:
+        if d["config"] != config or d["metric"] != "output_throughput":
+            continue
+        conc = (d.get("workload") or {}).get("concurrency")
+        if not isinstance(conc, int):
+            continue
+        b = d.get("bound") or {}
+        ref = b.get("launches") or []
+        pts[conc] = {"conc": conc, "scenario": d["scenario"], "value": d["measured"],
+                     "launches": d.get("launches") or [], "floor": b.get("value"), "tol": b.get("tolerance"),
+                     "ref_min": min(ref) if ref else None, "ref_max": max(ref) if ref else None,
+                     "target": b.get("target"), "verdict": d["verdict"]}
+    return [pts[c] for c in sorted(pts)]
+
+
+def _cdf(quantiles: list[float]) -> list[list[float]]:
+    """[[x...], [p...]] with distinct positive x (the last quantile of a repeated value), as a CDF on a log axis
+    needs."""
+    n = len(quantiles)
+    xs: list[float] = []
+    ps: list[float] = []
+    for i, x in enumerate(quantiles):
+        p = i / (n - 1) if n > 1 else 1.0
+        if x <= 0:
+            continue
+        if xs and x <= xs[-1]:
+            ps[-1] = p
+            continue
+        xs.append(x)
+        ps.append(p)
+    return [xs, ps]
+
+
+def _telemetry(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Every run's NVML samples of a config on one clock (seconds since its first run), thinned per GPU."""
+    rows: list[dict[str, float]] = []
+    t0: float | None = None
+    for r in runs:
+        tel = r.get("telemetry")
+        if not tel or not tel.get("samples"):
+            continue
+        start = float(r.get("started_at") or 0.0)
+        t0 = start if t0 is None else t0
+        rows += [{**s, "t": s["t"] + start - t0} for s in tel["samples"]]
+    if not rows:
+        return None
+    gpus = sorted({int(s["gpu"]) for s in rows})
+    out: dict[str, Any] = {"gpus": gpus, "series": {}}
+    for g in gpus:
+        mine = [s for s in rows if int(s["gpu"]) == g]
+        step = max(1, len(mine) // MAX_TELEMETRY_POINTS)
+        mine = mine[::step]
+        out["series"][str(g)] = {"t": [round(s["t"], 2) for s in mine],
+                                 "power": [round(s["power_w"], 1) for s in mine],
+                                 "mem": [round(s["memory_used_gb"], 2) for s in mine],
+                                 "clock": [round(s["sm_clock_mhz"]) for s in mine]}
+    return out
+
+
+def _history(analyses: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Runs once (time, commit, build), each series as a value per run (None where it was not measured)."""
+    runs: dict[int, dict[str, str]] = {}
+    for a in analyses:
+        for p in a["points"]:
+            runs.setdefault(p["run"], {"t": p["time"], "commit": p["commit"], "build": p["build"]})
+    index = {r: i for i, r in enumerate(sorted(runs))}
+    series = []
+    for a in analyses:
+        values: list[float | None] = [None] * len(index)
+        for p in a["points"]:
+            values[index[p["run"]]] = round(p["value"], 4)
+        series.append({"c": a["config"], "s": a["scenario"], "m": a["metric"], "u": a["unit"], "values": values,
+                       "steps": [{"at": index[st["run"]], "change": st["change"], "ci": st["ci"], "p": st["p"],
+                                  "worse": st["worse"], "commit": st["commit"], "time": st["time"]}
+                                 for st in a["steps"]],
+                       "drift": a["drift"], "target": a["target"], "bound": a["bound"]})
+    return {"runs": [runs[r] for r in sorted(runs)], "series": series,
+            "unavailable": next((a["unavailable"] for a in analyses if a.get("unavailable")), "")}
+
+
+def page_data(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), history_note: str = "") -> dict[str, Any]:
+    """What the page's script draws, from the run document and the history's analyses."""
+    verdicts = order([*doc.get("verdicts", []), *doc.get("versus", [])])
+    servers: dict[str, Any] = doc.get("servers") or {}
+    problems: dict[str, str] = doc.get("problems") or {}
+    names = list(dict.fromkeys([*(d["config"] for d in doc.get("verdicts", [])), *servers, *problems]))
+    results: dict[str, list[dict[str, Any]]] = {}
+    for r in doc.get("results", []):
+        results.setdefault(r["config"], []).append(r)
+    configs = []
+    for name in names:
+        dists = []
+        for r in results.get(name, []):
+            last = r["runs"][-1] if r["runs"] else {}
+            d = last.get("distributions") or {}
+            if d.get("ttft_ms") or d.get("itl_ms"):
+                dists.append({"scenario": r["scenario"], "ttft": _cdf(d.get("ttft_ms") or []),
+                              "itl": _cdf(d.get("itl_ms") or [])})
+        srv = servers.get(name) or {}
+        crash = None
+        if problems.get(name) or srv.get("crash"):
+            crash = {"why": problems.get(name) or srv.get("crash"), "exit": srv.get("exit_status"),
+                     "known": (doc.get("known_issues") or {}).get(name),
+                     "log": srv.get("log_path"), "tail": srv.get("log_tail") or []}
+        configs.append({"name": name, "sweep": _sweep(doc.get("verdicts", []), name), "dists": dists,
+                        "telemetry": _telemetry([x for r in results.get(name, []) for x in r["runs"]]),
+                        "crash": crash, "server": {k: srv.get(k) for k in ("how", "why", "engine", "startup_s",
+                                                                           "exit_status", "log_path")}})
+    counts: dict[str, int] = {}
+    for d in verdicts:
+        counts[d["verdict"]] = counts.get(d["verdict"], 0) + 1
+    return {"run": doc.get("run") or {}, "counts": counts, "crashes": len([c for c in configs if c["crash"]]),
+            "verdicts": [_compact_verdict(d) for d in verdicts], "configs": configs,
+            "history": _history(analyses), "history_note": history_note}
+
+
+def render(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), history_note: str = "") -> str:
+    """The page as one string."""
+    data = page_data(doc, analyses, history_note)
+    run = data["run"]
+    regs = data["counts"].get("regression", 0)
+    title = (f"glm5: {regs} regression{'s' if regs != 1 else ''}" if regs else "glm5: no regression") + (
+        f" · {run.get('hardware', '')}" if run.get("hardware") else "")
+    blob = json.dumps(data, separators=(",", ":"), default=str).replace("</", "<\\/")
+    return (_asset("page.html")
+            .replace("{{title}}", _html_escape(title))
+            .replace("/*{{uplot_css}}*/", _asset("uPlot.min.css"))
+            .replace("/*{{page_css}}*/", _asset("page.css"))
+            .replace("/*{{uplot_js}}*/", _asset("uPlot.iife.min.js").replace("</", "<\\/"))
+            .replace("/*{{page_js}}*/", _asset("page.js"))
+            .replace("{{data}}", blob))
+
+
+def _html_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def write(path: Path, doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), history_note: str = "") -> int:
+    """Write the page atomically; returns its size in bytes."""
+    from .exports import write_text
+
+    text = render(doc, analyses, history_note)
+    write_text(path, text)
+    return len(text.encode())
+

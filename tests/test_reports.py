@@ -1,0 +1,265 @@
+"""What people read after a run, through real pytest sessions on the emulator: the history and its change points,
+the markdown summary, JUnit properties (checked against the schemas), the exports (checked against their formats'
+schemas, and read back by `pytest-benchmark compare`), targets."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import xmlschema
+from plugin_helpers import write_configs
+from report_docs import big_doc
+
+from pytest_glm5 import markdown
+from pytest_glm5.cli import main as glm5
+from pytest_glm5.history import append, load, store_path
+
+SCHEMAS = Path(__file__).parent / "schemas"
+POINTS = """
+import pytest
+
+@pytest.mark.server_config("t")
+@pytest.mark.parametrize("c", [1, 4])
+def test_point(perf, c):
+    results = perf.run(f"c{c}", concurrency=c, num_prompts=4 * c, input_len=8, output_len=16, warmup=1)
+    perf.check(results, f"c{c}", ["output_throughput", "p99_itl_ms"])
+"""
+NOISE = ("--glm5-sim-noise", "0.02")
+
+
+def page_data(path: Path) -> dict[str, Any]:
+    """The JSON block of a --glm5-html page."""
+    m = re.search(r'<script id="glm5-data" type="application/json">(.*?)</script>', path.read_text(), re.S)
+    assert m, "no data block in the page"
+    data: dict[str, Any] = json.loads(m.group(1).replace("<\\/", "</"))
+    return data
+
+
+def outputs(*extra: str) -> list[str]:
+    return ["--glm5-html", "r.html", "--glm5-history", "h", "--glm5-markdown", "s.md", "--glm5-report", "report.json",
+            "--glm5-export", "customBiggerIsBetter:big.json", "--glm5-export", "customSmallerIsBetter:small.json",
+            "--glm5-export", "bencher:bmf.json", "--glm5-export", "pytest-benchmark:pb.json", *extra]
+
+
+def test_two_nights_then_a_slower_one_in_every_output(pytester: pytest.Pytester,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(POINTS)
+    summary = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    first = pytester.runpytest("--update-baselines", "--glm5-launches", "3", *NOISE, *outputs())
+    assert first.ret == 0, first.stdout.str()
+    baselines = next((pytester.path / "baselines").rglob("*.toml"))
+    text = baselines.read_text()
+    entry = "[t.c1.output_throughput]\n"
+    assert entry in text
+    baselines.write_text(text.replace(entry, entry + "target = 100000\n"))  # far out of reach: must never fail
+    same = pytester.runpytest(*NOISE, *outputs())
+    assert same.ret == 0, same.stdout.str()
+    same.stdout.fnmatch_lines(["targets (1; never fail a run):",
+                               "  t c1 output_throughput * tok/s, floor *: target 100000.00 tok/s: *x to go",
+                               "glm5 history: appended this run to *h/sim-tiny-x1/*.jsonl",
+                               "glm5 html: *r.html (* KiB)", "glm5 markdown: *s.md (* KiB)",
+                               "glm5 markdown: appended to $GITHUB_STEP_SUMMARY (* KiB)"])
+    slow = pytester.runpytest("--glm5-sim-slowdown", "0.7", *NOISE, *outputs())
+    assert slow.ret == 1, slow.stdout.str()
+    slow.stdout.fnmatch_lines(["  t c1 output_throughput * tok/s, floor *: target 100000.00 tok/s: *x to go, "
+                               "-*% per run (not heading there)"])
+
+    store = next((pytester.path / "h").rglob("*.jsonl"))
+    runs = load(store).runs
+    assert len(runs) == 3 and all(r["commit"] and r["time"] and r["build"] for r in runs)
+    c1 = [next(s for s in r["series"] if s["scenario"] == "c1" and s["metric"] == "output_throughput") for r in runs]
+    assert c1[2]["value"] < 0.85 * c1[1]["value"] and len(c1[0]["launches"]) == 3
+
+    data = page_data(pytester.path / "r.html")
+    assert data["counts"]["regression"] >= 1 and data["verdicts"][0]["verdict"] == "regression"
+    hist = {(s["s"], s["m"]): s for s in data["history"]["series"]}
+    values = hist[("c1", "output_throughput")]["values"]
+    assert len(values) == 3 and values[2] < 0.85 * values[1]  # the page holds the step
+    assert hist[("c1", "output_throughput")]["target"] == 100000
+    [cfg] = data["configs"]
+    assert [p["conc"] for p in cfg["sweep"]] == [1, 4] and cfg["dists"][0]["ttft"][0]
+    assert "http" not in (pytester.path / "r.html").read_text().split('<script id="glm5-data"')[0].lower().replace(
+        "http://www.w3.org", "")  # nothing to fetch: no URL outside the data block but SVG's namespace
+
+    md = (pytester.path / "s.md").read_text()
+    assert md.startswith("## glm5: ") and "regression" in md.splitlines()[0]
+    assert md.index("### Regressions") < md.index("<details>")
+    assert summary.read_text().count("## glm5: ") == 3  # appended per run, as GitHub's step summary file expects
+
+    jsonschema.validate(json.loads((pytester.path / "bmf.json").read_text()),
+                        json.loads((SCHEMAS / "bmf.schema.json").read_text()))
+    gab = json.loads((SCHEMAS / "github-action-benchmark.schema.json").read_text())
+    big = json.loads((pytester.path / "big.json").read_text())
+    small = json.loads((pytester.path / "small.json").read_text())
+    jsonschema.validate(big, gab)
+    jsonschema.validate(small, gab)
+    assert {b["unit"] for b in big} == {"tok/s"} and {b["unit"] for b in small} == {"ms"}
+    compare = subprocess.run([str(Path(sys.executable).parent / "pytest-benchmark"), "compare",
+                              str(pytester.path / "pb.json")], capture_output=True, text=True, timeout=120)
+    assert compare.returncode == 0, compare.stderr
+    assert "t[c1]" in compare.stdout and "output_throughput" in compare.stdout
+
+
+@pytest.mark.parametrize("family", ["xunit1", "xunit2"])
+def test_junit_properties_valid_under_both_families(pytester: pytest.Pytester, family: str) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makeini(f"[pytest]\nglm5_configs = configs.toml\njunit_family = {family}\n")
+    pytester.makepyfile(POINTS)
+    result = pytester.runpytest("--junitxml", "j.xml", "-W", "error::pytest.PytestWarning")
+    assert result.ret == 0, result.stdout.str()
+    xml = pytester.path / "j.xml"
+    schema = xmlschema.XMLSchema(SCHEMAS / ("junit-10.xsd" if family == "xunit2" else "junit-xunit1.xsd"))
+    schema.validate(xml)
+    if family == "xunit1":
+        # Jenkins' legacy readers take them per test case; the xunit2 schema (rightly) refuses that placement.
+        with pytest.raises(xmlschema.XMLSchemaValidationError):
+            xmlschema.XMLSchema(SCHEMAS / "junit-10.xsd").validate(xml)
+    text = xml.read_text()
+    prefix = "" if family == "xunit1" else "test_junit_properties_valid_under_both_families.py::test_point[[]1]::"
+    for key in ("measured", "bound", "delta", "verdict"):
+        name = f"{prefix}glm5.c1.output_throughput.{key}".replace("[[]", "[")
+        assert f'name="{name}"' in text, (name, text[:2000])
+    assert 'glm5.c1.output_throughput.verdict" value="new"' in text
+
+
+def test_markdown_stays_under_64_kib_with_regressions_first() -> None:
+    doc, _ = big_doc(tests=400, nights=3, regressions=300)
+    text = markdown.render(doc, "r.html")
+    assert len(text.encode()) <= markdown.LIMIT
+    assert text.startswith("## glm5: 300 regressions of")
+    assert text.index("### Regressions (300)") < text.index("<details>")
+    assert "1500 more rows in the HTML report (r.html)" in text
+    huge, _ = big_doc(tests=2000, nights=1, regressions=2000)
+    cut = markdown.render(huge, "r.html")
+    assert len(cut.encode()) <= markdown.LIMIT and cut.startswith("## glm5: 2000 regressions of")
+    assert re.search(r"^- \.\.\. and \d+ more in the HTML report \(r.html\)$", cut, re.M), cut[-600:]
+    small, _ = big_doc(tests=4, nights=3, regressions=1)
+    full = markdown.render(small)
+    assert "more" not in full and full.count("\n| ") == len(small["verdicts"]) + 1
+
+
+def test_history_appends_from_two_processes_at_once(tmp_path: Path) -> None:
+    code = f"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from report_docs import big_doc
+from pytest_glm5.history import append
+doc, _ = big_doc(tests=20, nights=1)
+for i in range(40):
+    for v in doc["verdicts"]:
+        v["provenance"]["commit"] = f"{{sys.argv[1]}}-{{i}}"
+    append(Path(sys.argv[2]), doc)
+"""
+    procs = [subprocess.Popen([sys.executable, "-c", code, tag, str(tmp_path)]) for tag in ("a", "b")]
+    assert [p.wait(120) for p in procs] == [0, 0]
+    [path] = list(tmp_path.rglob("*.jsonl"))
+    st = load(path)
+    assert st.skipped == [] and len(st.runs) == 80
+    assert sorted(r["commit"] for r in st.runs) == sorted(f"{t}-{i}" for t in "ab" for i in range(40))
+
+
+def test_glm5_history_prints_change_points_with_commit_and_step(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    big_doc(tests=2, nights=90, step_at=60, root=tmp_path / "h")
+    path = next((tmp_path / "h").rglob("*.jsonl"))
+    with path.open("a") as fh:
+        fh.write('{"time": "torn')  # a run killed mid-write
+    assert glm5(["history", str(tmp_path / "h"), "--config", "cfg0", "--metric", "output_throughput"]) == 0
+    out, err = capsys.readouterr()
+    assert "not a JSON line" in err and ":91:" in err
+    assert re.search(r"cfg0 c\d+ output_throughput \(sim-big\): 90 runs, last .* tok/s, trend", out), out
+    assert re.search(r"change point at run 61 \(\S+, commit night-60, build base\): -\d+\.\d% \[-\d+\.\d%, "
+                     r"-\d+\.\d%\], p \S+: .* -> .* tok/s \(worse\)", out), out
+    assert glm5(["history", str(tmp_path / "h"), "--config", "nope"]) == 2
+    assert "no series matches --config nope" in capsys.readouterr().err
+    assert glm5(["history", str(tmp_path / "missing")]) == 2
+    assert "no such history directory" in capsys.readouterr().err
+
+
+def test_bad_output_options_are_usage_errors(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(POINTS)
+    bad = pytester.runpytest("--glm5-export", "junit:x.json")
+    assert bad.ret == 4
+    bad.stderr.fnmatch_lines(["*--glm5-export = * must be FORMAT:PATH with FORMAT one of customBiggerIsBetter, "
+                              "customSmallerIsBetter, bencher, pytest-benchmark*"])
+    nodir = pytester.runpytest("--glm5-html", str(tmp_path / "missing" / "r.html"))
+    assert nodir.ret == 4
+    nodir.stderr.fnmatch_lines(["*--glm5-html */missing/r.html: directory */missing does not exist"])
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    hist = pytester.runpytest("--glm5-history", str(blocked / "h"))
+    assert hist.ret == 4
+    hist.stderr.fnmatch_lines(["*history directory (--glm5-history) */file/h cannot be created: */file is not a "
+                               "directory; pick another directory"])
+    # --collect-only measures nothing: no page, no summary, no history directory is made.
+    assert pytester.runpytest("--collect-only", *outputs()).ret == 0
+    assert not any((pytester.path / name).exists() for name in ("r.html", "s.md", "h", "report.json", "bmf.json"))
+
+
+def test_history_store_per_hardware_and_model(tmp_path: Path) -> None:
+    doc, _ = big_doc(tests=2, nights=1)
+    assert append(tmp_path, doc) == [store_path(tmp_path, "sim-big", "/models/GLM-5-NVFP4")]
+    assert store_path(tmp_path, "8x-rtx", "/m/a b/").name == "a_b.jsonl"
+
+
+BENCH = """
+import pytest
+
+def test_plain():
+    pass
+
+def test_cpu(benchmark):
+    benchmark(sum, range(100))
+"""
+
+
+def test_pytest_benchmark_counts_perf_tests_as_benchmarks(pytester: pytest.Pytester) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(test_glm5_points=POINTS, test_cpu_bench=BENCH)
+    only = pytester.runpytest("--benchmark-only", "-rs")
+    assert only.ret == 0, only.stdout.str()
+    only.assert_outcomes(passed=3, skipped=1)  # the two perf points and test_cpu run; test_plain is not one
+    only.stdout.fnmatch_lines(["SKIPPED [[]1] test_cpu_bench.py*: Skipping non-benchmark (--benchmark-only active)."])
+    skip = pytester.runpytest("--benchmark-skip", "-rs")
+    skip.assert_outcomes(passed=1, skipped=3)
+    skip.stdout.fnmatch_lines(["SKIPPED [[]2] test_glm5_points.py*: glm5 perf test: a benchmark "
+                               "(--benchmark-skip active)"])
+    # Both kinds in one --benchmark-json: pytest-benchmark's own entry and ours, which `compare` reads.
+    mixed = pytester.runpytest("--benchmark-json", "mixed.json")
+    assert mixed.ret == 0
+    names = [b["name"] for b in json.loads((pytester.path / "mixed.json").read_text())["benchmarks"]]
+    assert "test_cpu" in names and "t[c1]" in names and "t[c4]" in names
+    # Only ours: pytest-benchmark would save nothing ("no benchmarks have been run"); the file still comes.
+    ours = pytester.runpytest("test_glm5_points.py", "--benchmark-json", "ours.json")
+    assert ours.ret == 0
+    ours.stdout.fnmatch_lines(["glm5 --benchmark-json: ours.json (pytest-benchmark's format; the glm5 results, as "
+                               "pytest-benchmark had none)"])
+    compare = subprocess.run([str(Path(sys.executable).parent / "pytest-benchmark"), "compare",
+                              str(pytester.path / "ours.json"), str(pytester.path / "mixed.json")],
+                             capture_output=True, text=True, timeout=120)
+    assert compare.returncode == 0, compare.stderr
+    assert "t[c4]" in compare.stdout
+
+
+def test_a_path_option_that_moves_the_rootdir_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(POINTS)
+    elsewhere = tmp_path / "h"
+    elsewhere.mkdir()
+    result = pytester.runpytest("--glm5-history", str(elsewhere))
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([f"*glm5: pytest took the value of --glm5-history {elsewhere} for a test path and "
+                                 f"chose rootdir * so its ini file and configs were not found; write "
+                                 f"--glm5-history={elsewhere} (with '=')"])
+    assert pytester.runpytest(f"--glm5-history={elsewhere}").ret == 0
