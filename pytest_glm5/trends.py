@@ -3,7 +3,8 @@ and build, the step with its CI) and, where the baselines set one, how far there
 
 `glm5 history h/ --config tp8 --metric output_throughput` prints, per series:
 
-    tp8 single-stream output_throughput (sim-glm5-sm120-x0.01): 90 runs, last 950.2 tok/s, trend -0.1% per run
+    tp8 single-stream output_throughput (sim-glm5-sm120-x0.01): 90 runs, last 950.2 tok/s (+0.3% on the run
+      before), trend -0.1% per run
       change point at run 61 (2026-11-12T02:00:00+00:00, commit 1a2b3c4, build default): -5.0% [-5.6%, -4.4%],
         p 3.1e-20: 1000.1 -> 950.0
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .baselines import fmt, times, unit_of
-from .changepoints import ChangePointsUnavailable, Step, find, trend
+from .changepoints import MIN_RUN, ChangePointsUnavailable, Step, find, trend
 from .history import Series
 from .metrics import higher_is_better
 
@@ -95,9 +96,11 @@ def lines(analyses: Sequence[Analysis]) -> list[str]:
         unit = unit_of(s.metric)
         last = s.points[-1].value
         drift = "" if a.drift is None else f", trend {a.drift * 100:+.2f}% per run"
-        out.append(f"{s.key} ({s.hardware}): {len(s.points)} runs, last {fmt(last)}{unit}{drift}")
+        step = (f" ({(last / s.points[-2].value - 1) * 100:+.1f}% on the run before)" if len(s.points) > 1 else "")
+        out.append(f"{s.key} ({s.hardware}): {len(s.points)} runs, last {fmt(last)}{unit}{step}{drift}")
         if not a.steps and not a.unavailable:
-            out.append("  no change point")
+            short = len(s.points) < 2 * MIN_RUN
+            out.append(f"  no change point{f' (one needs {MIN_RUN} runs on each side)' if short else ''}")
         for st in a.steps:
             p = s.points[st.index]
             worse = " (worse)" if st in a.worse_steps else " (better)"

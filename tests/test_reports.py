@@ -177,7 +177,8 @@ def test_glm5_history_prints_change_points_with_commit_and_step(tmp_path: Path,
     assert glm5(["history", str(tmp_path / "h"), "--config", "cfg0", "--metric", "output_throughput"]) == 0
     out, err = capsys.readouterr()
     assert "not a JSON line" in err and ":91:" in err
-    assert re.search(r"cfg0 c\d+ output_throughput \(sim-big\): 90 runs, last .* tok/s, trend", out), out
+    assert re.search(r"cfg0 c\d+ output_throughput \(sim-big\): 90 runs, last .* tok/s \([-+]\d+\.\d% on the run "
+                     r"before\), trend", out), out
     assert re.search(r"change point at run 61 \(\S+, commit night-60, build base\): -\d+\.\d% \[-\d+\.\d%, "
                      r"-\d+\.\d%\], p \S+: .* -> .* tok/s \(worse\)", out), out
     assert glm5(["history", str(tmp_path / "h"), "--config", "nope"]) == 2
