@@ -16,8 +16,6 @@ from .baselines import (
     Verdict,
     baseline_path,
     judge,
-    select_updates,
-    write_updates,
 )
 from .configs import ServerConfig
 from .decide import Look, per_launch
@@ -88,7 +86,6 @@ class PerfGate:
     verdicts: list[Verdict] = field(default_factory=list)
     versus: list[Verdict] = field(default_factory=list)  # configs against their compare_to config
     results: dict[tuple[str, str], list[BenchResult]] = field(default_factory=dict)
-    where: dict[tuple[str, str], Path] = field(default_factory=dict)
     family_size: int = 0
 
     def store(self, hardware: str, model: str) -> tuple[Path, BaselineStore]:
@@ -175,34 +172,15 @@ class PerfGate:
                          if v.verdict == decide.NOISY]
         return Checked(out, failures, undecided)
 
-    def record(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked,
-               provenance: Provenance | None = None) -> None:
+    def record(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked) -> None:
         """Keep a scenario's final verdicts and results; judge the config against its compare_to config."""
         self.results[(config, scenario)] = list(results)
         self.verdicts.extend(checked.verdicts)
-        if checked.verdicts and provenance is not None:
-            self.where[(config, scenario)] = baseline_path(self.root, provenance.hardware, provenance.model)
         if not self.statistics.ab and results:  # a derived metric (no results of its own) has no launches to test
             self.versus.extend(self._versus(config, scenario, checked.verdicts))
 
     def _versus(self, config: str, scenario: str, verdicts: list[Verdict]) -> list[Verdict]:
-        cfg = self.configs.get(config)
-        ref = cfg.compare_to if cfg is not None else None
-        if ref is None or ref == config:
-            return []
-        mine = {v.metric: v for v in verdicts}
-        theirs = {v.metric: v for v in self.verdicts if v.config == ref and v.scenario == scenario}
-        out = []
-        for metric, v in mine.items():
-            r = theirs.get(metric)
-            if r is None or not v.launches or not r.launches or v.verdict == decide.EMULATOR_BOUND:
-                continue
-            prior = [list(b.launches) for b in (v.bound, r.bound) if b is not None]
-            tolerance = v.bound.tolerance if v.bound is not None else decide.AB_TOLERANCE
-            out.append(decide.against_config(config, scenario, metric, v.launches, r.launches, ref, prior,
-                                             tolerance, Look(self.statistics.alpha, effect=self.statistics.effect),
-                                             bool(cfg and cfg.expected_slower)))
-        return out
+        return versus_of(config, scenario, verdicts, self.verdicts, self.configs, self.statistics)
 
     def finish(self) -> list[Verdict]:
         """The family decision over every statistical series of the run (Benjamini-Hochberg at alpha); returns the
@@ -213,15 +191,42 @@ class PerfGate:
 
     def update(self, mode: str) -> tuple[list[Change], list[str]]:
         """Write new bounds (new and improved; regressions too with mode 'all'); return changes and errors."""
-        by_file: dict[Path, list[Verdict]] = {}
-        for v in select_updates(self.verdicts, mode):
-            by_file.setdefault(self.where[(v.config, v.scenario)], []).append(v)
-        changes: list[Change] = []
-        errors: list[str] = []
-        for path, verdicts in by_file.items():
-            try:
-                changes += write_updates(path, verdicts)
-            except (OSError, BaselineError) as exc:
-                detail = getattr(exc, "strerror", None) or str(exc)
-                errors.append(f"cannot update {path}: {detail}; the file is unchanged")
-        return changes, errors
+        from .merge import update
+
+        return update(self.root, self.verdicts, mode)
+
+
+def versus_of(config: str, scenario: str, verdicts: Sequence[Verdict], everything: Sequence[Verdict],
+              configs: dict[str, ServerConfig], statistics: Statistics) -> list[Verdict]:
+    """A config's verdicts of one scenario against its compare_to config's, where both have launch values."""
+    cfg = configs.get(config)
+    ref = cfg.compare_to if cfg is not None else None
+    if ref is None or ref == config:
+        return []
+    mine = {v.metric: v for v in verdicts}
+    theirs = {v.metric: v for v in everything if v.config == ref and v.scenario == scenario}
+    out = []
+    for metric, v in mine.items():
+        r = theirs.get(metric)
+        if r is None or not v.launches or not r.launches or v.verdict == decide.EMULATOR_BOUND:
+            continue
+        prior = [list(b.launches) for b in (v.bound, r.bound) if b is not None]
+        tolerance = v.bound.tolerance if v.bound is not None else decide.AB_TOLERANCE
+        out.append(decide.against_config(config, scenario, metric, v.launches, r.launches, ref, prior, tolerance,
+                                         Look(statistics.alpha, effect=statistics.effect),
+                                         bool(cfg and cfg.expected_slower)))
+    return out
+
+
+def versus_all(verdicts: Sequence[Verdict], configs: dict[str, ServerConfig], statistics: Statistics
+               ) -> list[Verdict]:
+    """Every config against its reference, from verdicts measured anywhere (xdist workers, shards): what a run on
+    one process computes as it goes. Derived metrics (no workload of their own) have no launches to test."""
+    if statistics.ab:
+        return []
+    groups: dict[tuple[str, str], list[Verdict]] = {}
+    for v in verdicts:
+        if v.workload:
+            groups.setdefault((v.config, v.scenario), []).append(v)
+    return [x for (config, scenario), vs in groups.items()
+            for x in versus_of(config, scenario, vs, verdicts, configs, statistics)]

@@ -202,7 +202,7 @@ class Perf:
                 break
             look += 1
             rs = rs + self._measure(self.plans[scenario], first=False)
-        gate.record(self.config, scenario, rs, checked, self.run_state.provenance(self.server))
+        gate.record(self.config, scenario, rs, checked)
         if checked.failures:
             self.fail("\n".join(checked.failures))
         return checked
@@ -219,7 +219,7 @@ class Perf:
             return Checked([], [])
         launch = f"derived:{self.server.pid}"
         checked = self._judged(lambda prov: gate.judge_values(self.config, scenario, metric, samples, prov, launch))
-        gate.record(self.config, scenario, [], checked, self.run_state.provenance(self.server))
+        gate.record(self.config, scenario, [], checked)
         if checked.failures:
             self.fail("\n".join(checked.failures))
         return checked

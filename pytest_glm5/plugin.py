@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 import os
 import signal
 import sys
@@ -21,9 +22,12 @@ from .builds import Build, identity, load_builds, pick
 from .configs import ConfigError, ServerConfig, load_configs
 from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine, TransformersEngine
 from .forensics import known_issue_mismatch, tail
-from .gate import GateError, PerfGate, Statistics, check_stores
+from .gate import GateError, PerfGate, Statistics, check_stores, versus_all
+from .grouping import scope_of
 from .junit import properties, suite_level
 from .loadgen import BenchResult
+from .merge import Merged, decide_family, join, merged_doc
+from .merge import update as update_baselines
 from .outputs import Outputs, write_all
 from .perf import Perf, PerfRun
 from .perf import bench as run_bench
@@ -71,6 +75,8 @@ outputs_key = pytest.StashKey[Outputs]()
 written_key = pytest.StashKey[Any]()
 started_key = pytest.StashKey[dt.datetime]()
 benchmark_json_key = pytest.StashKey[bool]()
+worker_docs_key = pytest.StashKey[list[str]]()
+view_key = pytest.StashKey[Merged]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -113,11 +119,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[settings_key] = settings
     config.stash[started_key] = dt.datetime.now(dt.UTC)
     _check_rootdir(config)
+    _xdist_grouping(config)
     config.stash[output_errors_key] = []
     config.addinivalue_line(
         "markers",
         f"{MARKER}(name): run this test against a live server of the named config from the configs file "
         "(launched once per session, or reused when its fingerprint matches).")
+    config.addinivalue_line("markers", "xdist_group(name): tests of one group run on one xdist worker (pytest-glm5 "
+                                       "puts each server config's tests in one)")
     for marker, cc in _gated(config).items():
         config.addinivalue_line(
             "markers", f"{marker}: needs compute capability {cc} GPUs (NVML); runs anyway with --glm5-sim or "
@@ -156,6 +165,31 @@ def _check_rootdir(config: pytest.Config) -> None:
                 f"glm5: pytest took the value of {opt} {value} for a test path and chose rootdir {root} (it picks "
                 f"the rootdir before plugins' options are known), so its ini file and configs were not found; write "
                 f"{opt}={value} (with '=')")
+
+
+GROUPED = ("loadgroup", "no")
+
+
+def _xdist_grouping(config: pytest.Config) -> None:
+    """With `-n N`, a config's tests must run on one worker, or each worker launches its own server of it (all
+    wanting the same GPUs). `-n` alone gets `--dist loadgroup` (each config an xdist_group); another --dist
+    given for a suite with glm5 configs is a usage error."""
+    if _xdist_worker(config):
+        if config.workerinput.get("glm5_loadgroup"):  # type: ignore[attr-defined]
+            config.option.loadgroup = True  # a worker re-parses the command line, which did not say loadgroup
+        return
+    dist = getattr(config.option, "dist", "no")
+    if not getattr(config.option, "numprocesses", None) or dist in GROUPED:
+        return
+    words = [*config.invocation_params.args, *config.getini("addopts")]
+    explicit = any(w in ("--dist", "-d", "--distload") or w.startswith("--dist=") for w in words)
+    if not explicit:
+        config.option.dist = "loadgroup"
+    elif _configs_path(config).exists():
+        raise pytest.UsageError(
+            f"glm5: --dist {dist} would spread a server config's tests over workers, and each worker would launch "
+            "its own server of it; use --dist loadgroup (what -n gets by default here): each config runs on one "
+            "worker, launched once")
 
 
 def _outputs(settings: Settings) -> Outputs:
@@ -280,6 +314,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         metafunc.parametrize(
             "glm5_config", [pytest.param(n, id=n, marks=pytest.mark.server_config(n)) for n in configs])
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Each config's tests are one xdist group (used by --dist loadgroup; a plain mark otherwise)."""
+    name = _marker_name(item)
+    if name is not None:
+        item.add_marker(pytest.mark.xdist_group(f"glm5-{name}"))
 
 
 def _argnames(spec: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -428,6 +469,11 @@ def _benchmark_json(config: pytest.Config, doc: dict[str, Any]) -> str | None:
     return f"--benchmark-json: {name} (pytest-benchmark's format; the glm5 results, as pytest-benchmark had none)"
 
 
+def _statistics(s: Settings) -> Statistics:
+    return Statistics(alpha=float(s["glm5-alpha"]), effect=float(s["glm5-effect"]), max_repeats=s["glm5-max-repeats"],
+                      ab=s["glm5-ab"])
+
+
 def _engine_factory(config: pytest.Config) -> Callable[[ServerConfig], Engine]:
     s = _settings(config)
 
@@ -491,9 +537,7 @@ def glm5_gate(request: pytest.FixtureRequest) -> PerfGate:
     """The run's perf gate: verdicts and baselines stores."""
     config = request.config
     s = _settings(config)
-    stats = Statistics(alpha=float(s["glm5-alpha"]), effect=float(s["glm5-effect"]),
-                       max_repeats=s["glm5-max-repeats"], ab=s["glm5-ab"])
-    gate = PerfGate(_baselines_root(config), strict=bool(s["glm5-strict-baselines"]), statistics=stats,
+    gate = PerfGate(_baselines_root(config), strict=bool(s["glm5-strict-baselines"]), statistics=_statistics(s),
                     configs=server_configs(config))
     config.stash[gate_key] = gate
     return gate
@@ -605,7 +649,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop servers (also after Ctrl-C), update baselines, and write the JSON report."""
+    """Stop servers (also after Ctrl-C); an xdist worker hands its run to the controller; otherwise the family
+    decision, baseline updates and every output, once."""
     config = session.config
     pool = config.stash.get(pool_key, None)
     if pool is not None:
@@ -614,21 +659,42 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     s = config.stash.get(settings_key, None)
     if s is None:
         return
-    confirmed = gate.finish() if gate is not None else []
+    if _xdist_worker(config):
+        if pool is not None or gate is not None:
+            doc = _run_doc(config, pool, gate, [])  # before the family decision: the controller makes it once
+            doc["events"] = [(e.config, e.message) for e in pool.events] if pool is not None else []
+            config.workeroutput["glm5"] = json.dumps(doc, default=str)  # type: ignore[attr-defined]
+        return
+    worker_docs = config.stash.get(worker_docs_key, None)
+    if worker_docs is not None:
+        view = join([json.loads(d) for d in worker_docs])
+        # compare_to needs both configs' verdicts, which may come from two workers: decided here, over all.
+        view.versus = versus_all(view.verdicts, server_configs(config), _statistics(s))
+        confirmed = decide_family(view, float(s["glm5-alpha"]))
+    else:
+        confirmed = gate.finish() if gate is not None else []
+        view = Merged(verdicts=gate.verdicts if gate else [], versus=gate.versus if gate else [],
+                      problems=dict(pool.failures) if pool else {},
+                      events=[(e.config, e.message) for e in pool.events] if pool else [],
+                      family_size=gate.family_size if gate else 0)
+    config.stash[view_key] = view
     config.stash[confirmed_key] = confirmed
     if confirmed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the run's family decision: a confirmed regression
     mode = s["update-baselines"]
     changes: tuple[list[Change], list[str]] = ([], [])
-    if gate is not None and mode:
-        changes = gate.update(mode)
+    if mode and view.verdicts:
+        changes = update_baselines(_baselines_root(config), view.verdicts, mode)
         if changes[1] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # asked to record, could not: not a green run
     config.stash[changes_key] = changes
     out = config.stash.get(outputs_key, Outputs())
     bench_json = config.pluginmanager.hasplugin("benchmark") and config.getoption("benchmark_json", None)
     if (out.any or bench_json) and not config.option.collectonly:  # --collect-only measured nothing to report
-        doc = _run_doc(config, pool, gate, changes[0])
+        if worker_docs is not None:
+            doc = merged_doc(view, changes[0], _run_meta(config, view.verdicts))
+        else:
+            doc = _run_doc(config, pool, gate, changes[0])
         written = write_all(doc, out)
         try:
             line = _benchmark_json(config, doc)
@@ -642,21 +708,60 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # asked for an output, did not get it
 
 
+def _xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist with loadgroup on a suite with glm5 configs: one work unit per config (see grouping.py)."""
+    if config.getvalue("dist") != "loadgroup" or not _configs_path(config).exists():
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    names = list(server_configs(config))
+
+    class ByConfig(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid, names)
+
+    return ByConfig(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: tell each worker that the controller groups by config (see _xdist_grouping)."""
+    if node.config.getvalue("dist") == "loadgroup":
+        node.workerinput["glm5_loadgroup"] = True
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist: a worker finished; keep the run document it sent (the controller decides and reports once)."""
+    doc = getattr(node, "workeroutput", {}).get("glm5")
+    if doc is not None:
+        node.config.stash.setdefault(worker_docs_key, []).append(doc)
+
+
+def _run_meta(config: pytest.Config, verdicts: list[Any]) -> dict[str, Any]:
+    started = config.stash[started_key]
+    hardware = sorted({str(v.provenance.get("hardware")) for v in verdicts if v.provenance.get("hardware")})
+    return {"time": started.isoformat(timespec="seconds"),
+            "duration_s": (dt.datetime.now(dt.UTC) - started).total_seconds(),
+            "commit": git_commit(Path(config.rootpath)), "build": _build_name(config), "hardware": ", ".join(hardware),
+            "args": list(config.invocation_params.args)}
+
+
 def _run_doc(config: pytest.Config, pool: ServerPool | None, gate: PerfGate | None,
              changes: list[Change]) -> dict[str, Any]:
-    started = config.stash[started_key]
     servers = pool.report() if pool is not None else {}
     for rec in servers.values():
         if rec.get("crash") or rec.get("exit_status") not in (None, 0):
             rec["log_tail"] = tail(Path(rec["log_path"]), LOG_SECTION_LINES) if rec.get("log_path") else []
     verdicts = gate.verdicts if gate is not None else []
-    hardware = sorted({str(v.provenance.get("hardware")) for v in verdicts if v.provenance.get("hardware")})
-    run = {"time": started.isoformat(timespec="seconds"),
-           "duration_s": (dt.datetime.now(dt.UTC) - started).total_seconds(),
-           "commit": git_commit(Path(config.rootpath)), "build": _build_name(config), "hardware": ", ".join(hardware),
-           "args": list(config.invocation_params.args)}
     doc = json_report(servers, verdicts, changes, gate.results if gate else None, gate.versus if gate else [],
-                      gate.statistics if gate else None, run, dict(pool.failures) if pool is not None else {})
+                      gate.statistics if gate else None, _run_meta(config, verdicts),
+                      dict(pool.failures) if pool is not None else {})
     configs = config.stash.get(configs_key, {})
     doc["known_issues"] = {n: configs[n].known_issue for n in doc["problems"]
                            if n in configs and configs[n].known_issue}
@@ -664,45 +769,44 @@ def _run_doc(config: pytest.Config, pool: ServerPool | None, gate: PerfGate | No
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """What the pool did (launches, reuses and why, failures), the verdict table and what was written."""
-    pool = config.stash.get(pool_key, None)
-    if pool is not None and pool.events:
+    """What the pools did (launches, reuses and why, failures), the verdict table and what was written."""
+    view = config.stash.get(view_key, None)
+    if view is None:
+        return
+    if view.events:
         terminalreporter.section("glm5 servers")
-        for ev in pool.events:
-            terminalreporter.write_line(f"{ev.config}: {ev.message}")
+        for name, message in view.events:
+            terminalreporter.write_line(f"{name}: {message}")
     gate = config.stash.get(gate_key, None)
     changes, errors = config.stash.get(changes_key, ([], []))
     errors = [*errors, *config.stash.get(output_errors_key, [])]
-    problems = dict(pool.failures) if pool is not None else {}
-    if not (gate is not None and (gate.verdicts or problems)) and not errors:
+    if not (view.verdicts or view.problems) and not errors:
         return
     terminalreporter.section("glm5 performance")
-    verdicts = gate.verdicts if gate is not None else []
-    for line in verdict_table(verdicts):
+    s = config.stash[settings_key]
+    for line in verdict_table(view.verdicts):
         terminalreporter.write_line(line)
-    for line in summary_lines(verdicts, changes, config.stash[settings_key]["update-baselines"], problems, errors,
-                              gate.family_size if gate is not None else 0,
-                              gate.statistics.alpha if gate is not None else 0.0):
+    for line in summary_lines(view.verdicts, changes, s["update-baselines"], view.problems, errors, view.family_size,
+                              float(s["glm5-alpha"]) if view.family_size else 0.0):
         terminalreporter.write_line(line, red=line.startswith(("regressions", "cannot")))
-    if gate is None:
-        return
     written = config.stash.get(written_key, None)
     drift = {(a.series.config, a.series.scenario, a.series.metric): a.drift
              for a in (written.analyses if written else [])}
-    for line in target_lines(verdicts, drift):
+    for line in target_lines(view.verdicts, drift):
         terminalreporter.write_line(line)
-    for line in campaign_lines(gate.versus):
+    for line in campaign_lines(view.versus):
         terminalreporter.write_line(line, red=" REGRESSION" in line)
-    for (cfg_name, scenario), rs in gate.results.items():
-        if rs and not rs[0].shape.exact_lengths:
-            terminalreporter.write_line(f"{cfg_name} {scenario}: lengths approximate: {rs[0].shape.describe()}")
-    tel = telemetry_lines(gate.results)
-    if tel:
-        terminalreporter.write_line("GPU telemetry during the runs (NVML):")
-        for line in tel:
-            terminalreporter.write_line(f"  {line}")
-    elif gate.results:
-        terminalreporter.write_line(f"GPU telemetry: none ({describe(_gpus(config))})")
+    if gate is not None:
+        for (cfg_name, scenario), rs in gate.results.items():
+            if rs and not rs[0].shape.exact_lengths:
+                terminalreporter.write_line(f"{cfg_name} {scenario}: lengths approximate: {rs[0].shape.describe()}")
+        tel = telemetry_lines(gate.results)
+        if tel:
+            terminalreporter.write_line("GPU telemetry during the runs (NVML):")
+            for line in tel:
+                terminalreporter.write_line(f"  {line}")
+        elif gate.results:
+            terminalreporter.write_line(f"GPU telemetry: none ({describe(_gpus(config))})")
     for line in written.lines if written else []:
         terminalreporter.write_line(f"glm5 {line}")
     sys.stdout.flush()

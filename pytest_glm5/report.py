@@ -181,7 +181,8 @@ def verdict_doc(v: Verdict) -> dict[str, Any]:
             "unit": unit_of(v.metric).strip(), "verdict": v.verdict, "test_id": v.test, "model": v.model,
             "bound": None if v.bound is None else
             {"kind": v.bound.kind, "value": v.bound.value, "tolerance": v.bound.tolerance,
-             "launches": list(v.bound.launches), "target": v.bound.target},
+             "launches": list(v.bound.launches), "target": v.bound.target, "measured": v.bound.measured,
+             "source": v.bound.source, "slack": v.bound.slack, "workload": v.bound.workload},
             "delta": v.delta, "to_go": v.to_go(), "spread": v.spread, "samples": v.samples, "launches": v.launches,
             "test": v.stat or None, "note": v.note, "workload": v.workload, "provenance": v.provenance}
 
