@@ -210,6 +210,38 @@ def cmd_history(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _merge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("merge", help="join shard reports (--glm5-report of each --glm5-shard I/N) into one run",
+                       description="The shards' verdicts decided as one run (compare_to across shards, one "
+                                   "Benjamini-Hochberg family), baselines updated once, every report written once. "
+                                   "Exit 1 on a regression, 2 on bad input.")
+    p.add_argument("reports", type=Path, nargs="+", help="the shards' --glm5-report files")
+    p.add_argument("--configs", type=Path, help="the configs file (for compare_to across shards)")
+    p.add_argument("--alpha", type=_checked(parse_alpha), help="false-alarm rate (default: the shards')")
+    p.add_argument("--update-baselines", nargs="?", const="new", choices=("new", "all"),
+                   help="record new and improved bounds once (=all: regressions too)")
+    p.add_argument("--baselines", type=Path, default=Path("baselines"), help="baselines directory (default baselines)")
+    p.add_argument("--report", type=Path, help="write the joined JSON report here")
+    p.add_argument("--html", type=Path, help="write the joined HTML page here")
+    p.add_argument("--markdown", type=Path, help="write the joined markdown summary here")
+    p.add_argument("--history", type=Path, help="append the joined run to this history directory")
+
+
+def cmd_merge(ns: argparse.Namespace) -> int:
+    """Run `glm5 merge`; exit 1 on a regression or a failed write, 2 on bad input."""
+    from .merge import MergeError, merge_reports
+    from .outputs import Outputs
+
+    out = Outputs(report=ns.report, html=ns.html, markdown=ns.markdown, history=ns.history)
+    try:
+        run = merge_reports(ns.reports, ns.configs, ns.alpha, ns.update_baselines, ns.baselines, out)
+    except MergeError as exc:
+        print(f"glm5 merge: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(run.lines))
+    return 1 if run.regressed or run.errors else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `glm5` command's parser (`sim` takes SGLang's own flags, parsed by the emulator)."""
     parser = argparse.ArgumentParser(prog="glm5", description="pytest-glm5 command line")
@@ -219,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     _bench_parser(sub)
     _compare_parser(sub)
     _history_parser(sub)
+    _merge_parser(sub)
     return parser
 
 
@@ -236,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_compare(ns)
     if ns.cmd == "history":
         return cmd_history(ns)
+    if ns.cmd == "merge":
+        return cmd_merge(ns)
     return 2
 
 

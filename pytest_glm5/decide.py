@@ -152,12 +152,24 @@ def against_config(config: str, scenario: str, metric: str, new: list[float], re
     return v
 
 
+def before_family(v: Verdict) -> Verdict:
+    """The verdict as its own test left it, before a family decision changed it (for deciding again)."""
+    was = v.stat.get("before_family") if v.stat else None
+    if was:
+        v.verdict, v.note = was["verdict"], was["note"]
+        if was.get("answer") is not None:
+            v.stat["answer"] = was["answer"]
+    return v
+
+
 def family(verdicts: Sequence[Verdict], q: float) -> int:
     """Benjamini-Hochberg over every statistical series of the run: a regression (or improvement) it does not
     confirm becomes noisy (pass), with the reason. Returns the number of series tested."""
     tested = [v for v in verdicts if v.stat]
     if not tested:
         return 0
+    for v in tested:  # what each series said alone: a merge of shards decides the family again from here
+        v.stat.setdefault("before_family", {"verdict": v.verdict, "note": v.note, "answer": v.stat.get("answer")})
     worse = benjamini_hochberg([v.stat["p_adj"] for v in tested], q)
     better = benjamini_hochberg([v.stat["p_adj_better"] for v in tested], q)
     why = f"not significant across the run's {len(tested)} series (Benjamini-Hochberg at {q:g})"

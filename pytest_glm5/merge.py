@@ -14,6 +14,7 @@ from typing import Any
 
 from . import decide
 from .baselines import BaselineError, Bound, Change, Verdict, baseline_path, select_updates, write_updates
+from .stats import DEFAULT_ALPHA
 
 
 class MergeError(Exception):
@@ -59,8 +60,8 @@ def join(docs: Sequence[dict[str, Any]]) -> Merged:
                 raise MergeError(f"{' '.join(key)} was measured in document {seen[key] + 1} and in document "
                                  f"{i + 1}: each config must run in one place only")
             seen[key] = i
-            m.verdicts.append(verdict_from_doc(d))
-        m.versus += [verdict_from_doc(d) for d in doc.get("versus", [])]
+            m.verdicts.append(decide.before_family(verdict_from_doc(d)))
+        m.versus += [decide.before_family(verdict_from_doc(d)) for d in doc.get("versus", [])]
         m.servers.update(doc.get("servers") or {})
         m.problems.update(doc.get("problems") or {})
         m.known_issues.update(doc.get("known_issues") or {})
@@ -100,3 +101,56 @@ def merged_doc(m: Merged, changes: Sequence[Change], run: dict[str, Any]) -> dic
             "problems": m.problems, "known_issues": m.known_issues, "results": m.results,
             "verdicts": [verdict_doc(v) for v in m.verdicts], "versus": [verdict_doc(v) for v in m.versus],
             "baseline_changes": [c.__dict__ for c in changes], "events": m.events}
+
+
+@dataclass
+class MergeRun:
+    """What `glm5 merge` decided and printed."""
+
+    lines: list[str]
+    regressed: bool
+    errors: list[str]
+
+
+def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float | None, update_mode: str | None,
+                  baselines: Path, outputs: Any) -> MergeRun:
+    """`glm5 merge`: shard reports joined, decided as one run, written once."""
+    import datetime as dt
+    import json
+
+    from .configs import ConfigError, load_configs
+    from .gate import Statistics, versus_all
+    from .outputs import write_all
+    from .report import campaign_lines, summary_lines, verdict_table
+
+    docs = []
+    for p in paths:
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise MergeError(f"{p}: no such file (give the shards' --glm5-report files)") from None
+        except (OSError, UnicodeError, ValueError) as exc:
+            raise MergeError(f"{p}: not a --glm5-report file: {exc}") from None
+        if not isinstance(doc, dict) or "verdicts" not in doc:
+            raise MergeError(f"{p}: not a --glm5-report file (no verdicts)")
+        docs.append(doc)
+    m = join(docs)
+    stats = m.statistics or {}
+    a = alpha if alpha is not None else float(stats.get("alpha") or DEFAULT_ALPHA)
+    if configs_path is not None:
+        try:
+            configs = load_configs(configs_path)
+        except ConfigError as exc:
+            raise MergeError(str(exc)) from None
+        m.versus = versus_all(m.verdicts, configs, Statistics(alpha=a, effect=float(stats.get("effect") or 0.05)))
+    confirmed = decide_family(m, a)
+    changes, errors = update(baselines, m.verdicts, update_mode) if update_mode else ([], [])
+    first = docs[0].get("run") or {} if docs else {}
+    run = {**first, "time": first.get("time") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+           "merged_from": [str(p) for p in paths]}
+    written = write_all(merged_doc(m, changes, run), outputs)
+    lines = [*verdict_table(m.verdicts),
+             *summary_lines(m.verdicts, changes, update_mode, m.problems, [*errors, *written.errors], m.family_size,
+                            a),
+             *campaign_lines(m.versus), *(f"glm5 {line}" for line in written.lines)]
+    return MergeRun(lines, bool(confirmed), [*errors, *written.errors])

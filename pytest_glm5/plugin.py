@@ -56,6 +56,7 @@ from .settings import (
     check_writable_file,
     resolve_path,
 )
+from .sharding import assign
 from .telemetry import Gpu, describe, hardware_key, inventory
 
 MARKER = "server_config"
@@ -76,6 +77,8 @@ written_key = pytest.StashKey[Any]()
 started_key = pytest.StashKey[dt.datetime]()
 benchmark_json_key = pytest.StashKey[bool]()
 worker_docs_key = pytest.StashKey[list[str]]()
+item_config_key = pytest.StashKey[dict[str, str]]()
+durations_key = pytest.StashKey[dict[str, float]]()
 view_key = pytest.StashKey[Merged]()
 
 
@@ -418,6 +421,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 if name is not None and not any(m.name == "skip" for m in item.iter_markers())}
     _check_baselines(config, {n: configs[n] for n in runnable})
     _as_benchmarks(config, [item for item, name in named if name is not None])
+    config.stash[item_config_key] = {item.nodeid: name for item, name in named if name is not None}
+    shard = _settings(config)["glm5-shard"]
+    if shard is not None:
+        named = _take_shard(config, named, shard)
     plain = [item for item, name in named if name is None]
     groups: dict[str, list[pytest.Item]] = {}
     for item, name in named:
@@ -430,6 +437,31 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         kept = {str(d.get("config")) for d in store.read()[KEPT].values()}
         groups = dict(sorted(groups.items(), key=lambda kv: kv[0] not in kept))
     items[:] = plain + [item for group in groups.values() for item in group]
+
+
+DURATIONS_KEY = "glm5/config-durations"
+
+
+def _take_shard(config: pytest.Config, named: list[tuple[pytest.Item, str | None]], shard: tuple[int, int]
+                ) -> list[tuple[pytest.Item, str | None]]:
+    """Keep this shard's configs (tests without a config run in shard 1); deselect the rest, saying which."""
+    index, count = shard
+    cache = getattr(config, "cache", None)
+    durations = (cache.get(DURATIONS_KEY, {}) if cache is not None else {}) or {}
+    names = sorted({name for _, name in named if name is not None})
+    where = assign(names, durations, count)
+    keep = [(item, name) for item, name in named if (where[name] if name is not None else 1) == index]
+    dropped = [item for item, name in named if (item, name) not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        mine = [n for n in names if where[n] == index]
+        how = "balanced by the last run's durations" if any(n in durations for n in names) else \
+            "no durations cached yet: balanced by count"
+        tr.write_line(f"glm5: shard {index}/{count}: {len(mine)} of {len(names)} configs ({', '.join(mine) or 'none'}; "
+                      f"{how})")
+    return keep
 
 
 BENCHMARK_ONLY_SKIP = "Skipping non-benchmark (--benchmark-only active)."
@@ -630,6 +662,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A failing test of a server config gets that server's log tail as a report section."""
     report = yield
     name = _marker_name(item)
+    if name is not None:  # each config's time, its server's start included, for balancing shards next time
+        spent = item.config.stash.setdefault(durations_key, {})
+        spent[name] = spent.get(name, 0.0) + float(report.duration)
     cfg = server_configs(item.config).get(name) if name is not None else None
     if cfg is not None and cfg.known_issue_match and call.when in ("setup", "call") and hasattr(report, "wasxfail"):
         mismatch = known_issue_mismatch(cfg.known_issue_match, str(report.longrepr or ""))
@@ -663,8 +698,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if pool is not None or gate is not None:
             doc = _run_doc(config, pool, gate, [])  # before the family decision: the controller makes it once
             doc["events"] = [(e.config, e.message) for e in pool.events] if pool is not None else []
+            doc["durations"] = config.stash.get(durations_key, {})
             config.workeroutput["glm5"] = json.dumps(doc, default=str)  # type: ignore[attr-defined]
         return
+    _save_durations(config, [json.loads(d).get("durations") or {} for d in config.stash.get(worker_docs_key, [])])
     worker_docs = config.stash.get(worker_docs_key, None)
     if worker_docs is not None:
         view = join([json.loads(d) for d in worker_docs])
@@ -706,6 +743,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         config.stash[output_errors_key].extend(written.errors)
         if written.errors and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # asked for an output, did not get it
+
+
+def _save_durations(config: pytest.Config, more: list[dict[str, float]]) -> None:
+    cache = getattr(config, "cache", None)
+    spent: dict[str, float] = {}
+    for d in [config.stash.get(durations_key, {}), *more]:
+        for name, seconds in d.items():
+            spent[name] = spent.get(name, 0.0) + float(seconds)
+    if cache is None or not spent or config.option.collectonly:
+        return
+    known = dict(cache.get(DURATIONS_KEY, {}) or {})
+    cache.set(DURATIONS_KEY, {**known, **{k: round(v, 2) for k, v in spent.items()}})
 
 
 def _xdist_worker(config: pytest.Config) -> bool:

@@ -80,6 +80,13 @@ def parse_ab(value: str) -> tuple[str, str]:
     return names[0], names[1]  # A,A is allowed: an A/A run measures the gate's own false-alarm rate
 
 
+def parse_shard(value: str) -> tuple[int, int]:
+    """`I/N` of --glm5-shard."""
+    from .sharding import parse_shard as parse
+
+    return parse(value)
+
+
 def parse_export(value: str) -> tuple[str, str]:
     """`FORMAT:PATH` of --glm5-export."""
     from .exports import parse_export as parse
@@ -173,6 +180,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-launches", "measure every scenario on N server launches (record a reference with "
             "--update-baselines --glm5-launches 5)", 1, parse=_count),
     Setting("glm5-build", "run every config on this build of the configs file's [build.NAME] tables", ini=False),
+    Setting("glm5-shard", "run shard I of N (I/N): a deterministic split by config, balanced by each config's "
+            "duration in the last run; join the shards' --glm5-report files with `glm5 merge`", ini=False,
+            parse=parse_shard),
     Setting("glm5-ab", "A/B patch gate: run each scenario on builds A and B in ABBA blocks and judge B against A "
             "(SAME / DIFFERENT / UNKNOWN); no baselines needed", ini=False, parse=parse_ab),
 )

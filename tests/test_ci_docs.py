@@ -20,7 +20,7 @@ def _actionlint() -> str:
 
 
 def test_there_are_workflows_to_check() -> None:
-    assert {p.name for p in WORKFLOWS} == {"nightly.yml", "pr-gate.yml"}
+    assert {p.name for p in WORKFLOWS} == {"nightly.yml", "pr-gate.yml", "sharded.yml"}
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=[p.name for p in WORKFLOWS])
@@ -45,3 +45,22 @@ def test_scripts_the_workflows_run_exist() -> None:
             if "bash scripts/" in line:
                 script = line.split("bash ", 1)[1].split()[0]
                 assert (ROOT / script).is_file(), f"{wf.name}: {script}"
+
+
+def test_slurm_and_kubernetes_examples_run_one_shard_each_then_merge() -> None:
+    import yaml  # from gguf's dependencies (test extra)
+
+    job = yaml.safe_load((ROOT / "docs" / "k8s" / "glm5-shards.yaml").read_text())
+    spec = job["spec"]
+    assert job["kind"] == "Job" and spec["completionMode"] == "Indexed"
+    [container] = spec["template"]["spec"]["containers"]
+    command = " ".join(container["args"])
+    assert f'--glm5-shard "$((JOB_COMPLETION_INDEX + 1))/{spec["completions"]}"' in command
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
+    sbatch = ROOT / "docs" / "slurm" / "glm5-shards.sbatch"
+    subprocess.run(["bash", "-n", str(sbatch)], check=True)
+    text = sbatch.read_text()
+    assert "#SBATCH --array=1-4" in text and '--glm5-shard "${SLURM_ARRAY_TASK_ID}/${SLURM_ARRAY_TASK_COUNT}"' in text
+    for doc in (text, (ROOT / "docs" / "k8s" / "glm5-shards.yaml").read_text(),
+                (ROOT / "docs" / "workflows" / "sharded.yml").read_text()):
+        assert "glm5 merge" in doc
