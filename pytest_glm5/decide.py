@@ -162,6 +162,12 @@ def before_family(v: Verdict) -> Verdict:
     return v
 
 
+def confirm(verdicts: Sequence[Verdict], q: float) -> tuple[int, list[Verdict]]:
+    """The family decision (`family`) and the regressions it confirmed: they fail the run."""
+    size = family(verdicts, q)
+    return size, [v for v in verdicts if v.verdict == "regression" and v.stat]
+
+
 def family(verdicts: Sequence[Verdict], q: float) -> int:
     """Benjamini-Hochberg over every statistical series of the run: a regression (or improvement) it does not
     confirm becomes noisy (pass), with the reason. Returns the number of series tested."""

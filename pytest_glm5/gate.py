@@ -12,7 +12,6 @@ from .baselines import (
     WORKLOAD_KEYS,
     BaselineError,
     BaselineStore,
-    Change,
     Verdict,
     baseline_path,
     judge,
@@ -185,15 +184,8 @@ class PerfGate:
     def finish(self) -> list[Verdict]:
         """The family decision over every statistical series of the run (Benjamini-Hochberg at alpha); returns the
         regressions it confirmed (they fail the run)."""
-        everything = [*self.verdicts, *self.versus]
-        self.family_size = decide.family(everything, self.statistics.alpha)
-        return [v for v in everything if v.verdict == "regression" and v.stat]
-
-    def update(self, mode: str) -> tuple[list[Change], list[str]]:
-        """Write new bounds (new and improved; regressions too with mode 'all'); return changes and errors."""
-        from .merge import update
-
-        return update(self.root, self.verdicts, mode)
+        self.family_size, confirmed = decide.confirm([*self.verdicts, *self.versus], self.statistics.alpha)
+        return confirmed
 
 
 def versus_of(config: str, scenario: str, verdicts: Sequence[Verdict], everything: Sequence[Verdict],

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import decide
 from .baselines import BaselineError, Bound, Change, Verdict, baseline_path, select_updates, write_updates
-from .stats import DEFAULT_ALPHA
+from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
 
 
 class MergeError(Exception):
@@ -73,9 +73,8 @@ def join(docs: Sequence[dict[str, Any]]) -> Merged:
 
 def decide_family(m: Merged, alpha: float) -> list[Verdict]:
     """Benjamini-Hochberg over every statistical series; returns the confirmed regressions (they fail the run)."""
-    everything = [*m.verdicts, *m.versus]
-    m.family_size = decide.family(everything, alpha)
-    return [v for v in everything if v.verdict == "regression" and v.stat]
+    m.family_size, confirmed = decide.confirm([*m.verdicts, *m.versus], alpha)
+    return confirmed
 
 
 def update(root: Path, verdicts: Sequence[Verdict], mode: str) -> tuple[list[Change], list[str]]:
@@ -95,12 +94,10 @@ def update(root: Path, verdicts: Sequence[Verdict], mode: str) -> tuple[list[Cha
 
 def merged_doc(m: Merged, changes: Sequence[Change], run: dict[str, Any]) -> dict[str, Any]:
     """The joined run as one run document (report.json_report's shape), after the family decision."""
-    from .report import verdict_doc
+    from .report import document
 
-    return {"format": "pytest-glm5 report 2", "run": run, "statistics": m.statistics, "servers": m.servers,
-            "problems": m.problems, "known_issues": m.known_issues, "results": m.results,
-            "verdicts": [verdict_doc(v) for v in m.verdicts], "versus": [verdict_doc(v) for v in m.versus],
-            "baseline_changes": [c.__dict__ for c in changes], "events": m.events}
+    return document(m.servers, m.verdicts, changes, m.results, m.versus, m.statistics, run, m.problems,
+                    m.known_issues, m.events)
 
 
 @dataclass
@@ -142,7 +139,8 @@ def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float
             configs = load_configs(configs_path)
         except ConfigError as exc:
             raise MergeError(str(exc)) from None
-        m.versus = versus_all(m.verdicts, configs, Statistics(alpha=a, effect=float(stats.get("effect") or 0.05)))
+        m.versus = versus_all(m.verdicts, configs, Statistics(alpha=a, effect=float(stats.get("effect")
+                                                                                        or DEFAULT_EFFECT)))
     confirmed = decide_family(m, a)
     changes, errors = update(baselines, m.verdicts, update_mode) if update_mode else ([], [])
     first = docs[0].get("run") or {} if docs else {}

@@ -65,7 +65,6 @@ settings_key = pytest.StashKey[Settings]()
 suite_key = pytest.StashKey[dict[str, Any]]()
 configs_key = pytest.StashKey[dict[str, ServerConfig]]()
 builds_key = pytest.StashKey[dict[str, Build]]()
-confirmed_key = pytest.StashKey[list[Any]]()
 pool_key = pytest.StashKey[ServerPool]()
 gate_key = pytest.StashKey[PerfGate]()
 run_key = pytest.StashKey[PerfRun]()
@@ -77,7 +76,6 @@ written_key = pytest.StashKey[Any]()
 started_key = pytest.StashKey[dt.datetime]()
 benchmark_json_key = pytest.StashKey[bool]()
 worker_docs_key = pytest.StashKey[list[str]]()
-item_config_key = pytest.StashKey[dict[str, str]]()
 durations_key = pytest.StashKey[dict[str, float]]()
 view_key = pytest.StashKey[Merged]()
 
@@ -128,8 +126,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}(name): run this test against a live server of the named config from the configs file "
         "(launched once per session, or reused when its fingerprint matches).")
-    config.addinivalue_line("markers", "xdist_group(name): tests of one group run on one xdist worker (pytest-glm5 "
-                                       "puts each server config's tests in one)")
     for marker, cc in _gated(config).items():
         config.addinivalue_line(
             "markers", f"{marker}: needs compute capability {cc} GPUs (NVML); runs anyway with --glm5-sim or "
@@ -175,14 +171,11 @@ GROUPED = ("loadgroup", "no")
 
 def _xdist_grouping(config: pytest.Config) -> None:
     """With `-n N`, a config's tests must run on one worker, or each worker launches its own server of it (all
-    wanting the same GPUs). `-n` alone gets `--dist loadgroup` (each config an xdist_group); another --dist
-    given for a suite with glm5 configs is a usage error."""
-    if _xdist_worker(config):
-        if config.workerinput.get("glm5_loadgroup"):  # type: ignore[attr-defined]
-            config.option.loadgroup = True  # a worker re-parses the command line, which did not say loadgroup
-        return
+    wanting the same GPUs). `-n` alone gets `--dist loadgroup`, which the plugin's scheduler (see
+    pytest_xdist_make_scheduler) reads as one work unit per config; another --dist given for a suite with glm5
+    configs is a usage error."""
     dist = getattr(config.option, "dist", "no")
-    if not getattr(config.option, "numprocesses", None) or dist in GROUPED:
+    if _xdist_worker(config) or not getattr(config.option, "numprocesses", None) or dist in GROUPED:
         return
     words = [*config.invocation_params.args, *config.getini("addopts")]
     explicit = any(w in ("--dist", "-d", "--distload") or w.startswith("--dist=") for w in words)
@@ -319,13 +312,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             "glm5_config", [pytest.param(n, id=n, marks=pytest.mark.server_config(n)) for n in configs])
 
 
-def pytest_itemcollected(item: pytest.Item) -> None:
-    """Each config's tests are one xdist group (used by --dist loadgroup; a plain mark otherwise)."""
-    name = _marker_name(item)
-    if name is not None:
-        item.add_marker(pytest.mark.xdist_group(f"glm5-{name}"))
-
-
 def _argnames(spec: str | list[str] | tuple[str, ...]) -> list[str]:
     return [n.strip() for n in spec.split(",")] if isinstance(spec, str) else list(spec)
 
@@ -421,7 +407,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 if name is not None and not any(m.name == "skip" for m in item.iter_markers())}
     _check_baselines(config, {n: configs[n] for n in runnable})
     _as_benchmarks(config, [item for item, name in named if name is not None])
-    config.stash[item_config_key] = {item.nodeid: name for item, name in named if name is not None}
     shard = _settings(config)["glm5-shard"]
     if shard is not None:
         named = _take_shard(config, named, shard)
@@ -450,8 +435,9 @@ def _take_shard(config: pytest.Config, named: list[tuple[pytest.Item, str | None
     durations = (cache.get(DURATIONS_KEY, {}) if cache is not None else {}) or {}
     names = sorted({name for _, name in named if name is not None})
     where = assign(names, durations, count)
-    keep = [(item, name) for item, name in named if (where[name] if name is not None else 1) == index]
-    dropped = [item for item, name in named if (item, name) not in keep]
+    mine_or_plain = [(where[name] if name is not None else 1) == index for _, name in named]
+    keep = [pair for pair, ok in zip(named, mine_or_plain, strict=True) if ok]
+    dropped = [item for (item, _), ok in zip(named, mine_or_plain, strict=True) if not ok]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     tr = config.pluginmanager.get_plugin("terminalreporter")
@@ -701,10 +687,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             doc["durations"] = config.stash.get(durations_key, {})
             config.workeroutput["glm5"] = json.dumps(doc, default=str)  # type: ignore[attr-defined]
         return
-    _save_durations(config, [json.loads(d).get("durations") or {} for d in config.stash.get(worker_docs_key, [])])
-    worker_docs = config.stash.get(worker_docs_key, None)
+    raw = config.stash.get(worker_docs_key, None)
+    worker_docs = [json.loads(d) for d in raw] if raw is not None else None
+    _save_durations(config, [d.get("durations") or {} for d in worker_docs or []])
     if worker_docs is not None:
-        view = join([json.loads(d) for d in worker_docs])
+        view = join(worker_docs)
         # compare_to needs both configs' verdicts, which may come from two workers: decided here, over all.
         view.versus = versus_all(view.verdicts, server_configs(config), _statistics(s))
         confirmed = decide_family(view, float(s["glm5-alpha"]))
@@ -715,7 +702,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                       events=[(e.config, e.message) for e in pool.events] if pool else [],
                       family_size=gate.family_size if gate else 0)
     config.stash[view_key] = view
-    config.stash[confirmed_key] = confirmed
     if confirmed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the run's family decision: a confirmed regression
     mode = s["update-baselines"]
@@ -775,13 +761,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return scope_of(nodeid, names)
 
     return ByConfig(config, log)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """xdist: tell each worker that the controller groups by config (see _xdist_grouping)."""
-    if node.config.getvalue("dist") == "loadgroup":
-        node.workerinput["glm5_loadgroup"] = True
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -191,20 +191,28 @@ def json_report(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: S
                 results: dict[tuple[str, str], list[Any]] | None = None, versus: Sequence[Verdict] = (),
                 statistics: Any = None, run: dict[str, Any] | None = None,
                 problems: dict[str, str] | None = None) -> dict[str, Any]:
-    """The --glm5-report document: every other output (page, summary, exports, history) is rendered from it."""
-    return {
-        "format": "pytest-glm5 report 2",
-        "run": run or {},
-        "statistics": None if statistics is None else {
+    """The --glm5-report document of a run on one process (live objects): see `document`."""
+    return document(
+        servers, verdicts, changes,
+        [{"config": c, "scenario": sc, "runs": [r.to_dict() for r in rs]} for (c, sc), rs in (results or {}).items()],
+        versus,
+        None if statistics is None else {
             "alpha": statistics.alpha, "effect": statistics.effect, "max_repeats": statistics.max_repeats,
             "ab": list(statistics.ab) if statistics.ab else None},
-        "servers": servers,
-        "problems": problems or {},
-        "results": [{"config": c, "scenario": sc, "runs": [r.to_dict() for r in rs]}
-                    for (c, sc), rs in (results or {}).items()],
-        "verdicts": [verdict_doc(v) for v in verdicts],
-        "versus": [verdict_doc(v) for v in versus],
-        "baseline_changes": [c.__dict__ for c in changes],
+        run or {}, problems or {})
+
+
+def document(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: Sequence[Change],
+             results: list[dict[str, Any]], versus: Sequence[Verdict], statistics: dict[str, Any] | None,
+             run: dict[str, Any], problems: dict[str, str], known_issues: dict[str, str] | None = None,
+             events: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """The run document, one shape for one process, xdist's controller and `glm5 merge`: every other output
+    (page, summary, exports, history) is rendered from it."""
+    return {
+        "format": "pytest-glm5 report 2", "run": run, "statistics": statistics, "servers": servers,
+        "problems": problems, "known_issues": known_issues or {}, "results": results,
+        "verdicts": [verdict_doc(v) for v in verdicts], "versus": [verdict_doc(v) for v in versus],
+        "baseline_changes": [c.__dict__ for c in changes], "events": list(events),
     }
 
 

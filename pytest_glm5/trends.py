@@ -11,6 +11,7 @@ and build, the step with its CI) and, where the baselines set one, how far there
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,8 +78,6 @@ def target_line(value: float, target: float | None, metric: str, drift: float | 
         toward = drift > 0 if up else drift < 0
         pace = f", {drift * 100:+.2f}% per run"
         if toward and abs(drift) > 1e-9:
-            import math
-
             runs = math.log(factor) / abs(math.log(1 + drift))
             pace += f" (about {runs:.0f} runs at this pace)"
         else:
