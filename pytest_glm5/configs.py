@@ -14,9 +14,9 @@ from .textfiles import read_utf8
 
 CONFIG_KEYS = {"description", "engine", "model", "flags", "env", "known_issue", "known_issue_phase",
                "known_issue_concurrency", "known_issue_match", "sim_profile", "protocol", "sweep", "compare_to",
-               "expected_slower"}
+               "expected_slower", "gpus"}
 DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase", "known_issue_concurrency",
-                              "known_issue_match", "expected_slower"}
+                              "known_issue_match", "expected_slower", "gpus"}
 ENGINES = ("sglang", "sim", "llamacpp", "transformers")
 PHASES = ("startup", "load")
 
@@ -44,6 +44,7 @@ class ServerConfig:
     known_issue_match: str | None = None  # regex the failure's text must match for the strict xfail to hold
     compare_to: str | None = None  # the reference config whose values of the same run this one is judged against
     expected_slower: bool = False  # a known cost: slower than compare_to is listed, not failed
+    gpus: int | None = None  # GPUs its server uses, where the engine's flags do not say (leases.py)
 
     def flag_argv(self) -> list[str]:
         """The flags as command-line words: `{tp-size = 8, disable-cuda-graph = true}` -> --tp-size 8 ..."""
@@ -74,7 +75,7 @@ def _check_table(where: str, table: dict[str, Any], allowed: set[str]) -> None:
     types: dict[str, type | tuple[type, ...]] = {
         "description": str, "engine": str, "model": str, "flags": dict, "env": dict, "known_issue": str,
         "known_issue_phase": str, "known_issue_concurrency": int, "sim_profile": str, "protocol": str,
-        "sweep": list, "known_issue_match": str, "compare_to": str, "expected_slower": bool}
+        "sweep": list, "known_issue_match": str, "compare_to": str, "expected_slower": bool, "gpus": int}
     for key, value in table.items():
         if not isinstance(value, types[key]):
             raise ConfigError(f"{where}: key {key!r} must be a {getattr(types[key], '__name__', types[key])}, "
@@ -88,6 +89,8 @@ def _check_table(where: str, table: dict[str, Any], allowed: set[str]) -> None:
             raise ConfigError(f"{where}: known_issue_match is not a valid regex: {exc}") from None
     if "known_issue_phase" in table and table["known_issue_phase"] not in PHASES:
         raise ConfigError(f"{where}: known_issue_phase must be one of {', '.join(PHASES)}")
+    if "gpus" in table and (isinstance(table["gpus"], bool) or table["gpus"] < 1):
+        raise ConfigError(f"{where}: gpus must be a whole number of GPUs >= 1, got {table['gpus']!r}")
     if "sweep" in table and not all(isinstance(c, int) and c > 0 for c in table["sweep"]):
         raise ConfigError(f"{where}: sweep must be a list of positive concurrencies, got {table['sweep']!r}")
     for k, v in table.get("env", {}).items():

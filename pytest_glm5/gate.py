@@ -118,6 +118,7 @@ class PerfGate:
         path, store = self.store(provenance.hardware, provenance.model)
         names = list(metrics or []) or store.metrics_of(config, scenario) or ["output_throughput"]
         prov = provenance.with_workload(workload_of(results[0].workload)) if results else provenance
+        prov = prov.with_cotenants([c for r in results for c in r.cotenants])
         labels = [r.launch or "0" for r in results]
         behind = _behind(results, self.statistics.lag_limit)
         return self._judge(config, scenario, {m: [r.metrics[m] for r in results] for m in names}, labels,

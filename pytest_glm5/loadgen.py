@@ -121,6 +121,7 @@ class BenchResult:
     launch: str = ""  # which server launch measured it (build:pid): the unit of launch-to-launch variance
     build: str = ""
     lag_s: float | None = None  # seconds an emulator fell behind its own model during the run (None: not known)
+    cotenants: list[str] = field(default_factory=list)  # other servers holding GPUs of the machine meanwhile
 
     @property
     def failed(self) -> int:
@@ -153,6 +154,7 @@ class BenchResult:
             "launch": self.launch,
             "build": self.build,
             "emulator_lag_s": self.lag_s,
+            "cotenants": self.cotenants,
             "distributions": self.distributions(),
         }
         if details:

@@ -94,11 +94,13 @@ def bench(server: ServerHandle, run: PerfRun, fail: Fail, concurrency: int = 1, 
         wl = workload(server, run, concurrency, num_prompts or max(8, 4 * concurrency), **kw)
     except ValueError as exc:
         fail(f"bad workload for {server.config.name}: {exc}")
+    before = run.pool.cotenants()
     m = measure(server, wl)
     if m.problem is not None:
         after_failed_run(run.pool, m)
         fail(m.problem)
     assert m.result is not None
+    m.result.cotenants = sorted(set(before) | set(run.pool.cotenants()))
     return m.result
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -25,15 +26,17 @@ from .forensics import known_issue_mismatch, tail
 from .gate import GateError, PerfGate, Statistics, check_stores, versus_all
 from .grouping import scope_of
 from .junit import properties, suite_level
+from .leases import Device, LeaseBook, LeaseError, book_for, default_lease_dir, emulated
 from .loadgen import BenchResult
 from .merge import Merged, decide_family, join, merged_doc
 from .merge import update as update_baselines
 from .outputs import Outputs, write_all
 from .perf import Perf, PerfRun
 from .perf import bench as run_bench
-from .pool import KEPT, ConfigMismatch, PoolSettings, RecordStore, ServerPool, reap_leftovers, stop_recorded
+from .pool import ConfigMismatch, PoolSettings, ServerPool
 from .process import ServerError, ServerHandle
 from .provenance import expected_hardware, git_commit
+from .records import KEPT, RecordStore, reap_leftovers, stop_recorded
 from .report import (
     TerminalProgress,
     campaign_lines,
@@ -70,6 +73,7 @@ gate_key = pytest.StashKey[PerfGate]()
 run_key = pytest.StashKey[PerfRun]()
 changes_key = pytest.StashKey[tuple[list[Change], list[str]]]()
 gpus_key = pytest.StashKey[list[Gpu] | None]()
+leases_key = pytest.StashKey[LeaseBook | None]()
 output_errors_key = pytest.StashKey[list[str]]()
 outputs_key = pytest.StashKey[Outputs]()
 written_key = pytest.StashKey[Any]()
@@ -114,6 +118,9 @@ def pytest_configure(config: pytest.Config) -> None:
         log_dir = settings["glm5-log-dir"]
         if log_dir is not None:
             check_writable_dir(Path(log_dir), f"server log directory ({settings.source('glm5-log-dir')})")
+        if settings["glm5-lease-dir"] is not None:
+            check_creatable_dir(Path(settings["glm5-lease-dir"]),
+                                f"GPU lease directory ({settings.source('glm5-lease-dir')})")
         config.stash[outputs_key] = _outputs(settings)
     except SettingsError as exc:
         raise pytest.UsageError(f"glm5: {exc}") from None
@@ -373,6 +380,39 @@ def _hardware_known(config: pytest.Config, cfg: ServerConfig) -> str | None:
         raise pytest.UsageError(f"glm5: config {cfg.name}: {exc}") from None
 
 
+def _lease_book(config: pytest.Config, used: list[ServerConfig]) -> LeaseBook | None:
+    """The GPUs this run's servers are leased from: the emulator profile's under --glm5-sim, else NVML's."""
+    s = _settings(config)
+    if s["sglang-url"] or not used:
+        return None
+    if s["glm5-sim"]:
+        from .sim.profile import ProfileError, load_profile  # the emulated machine is the profile's
+
+        name = s["glm5-sim-profile"] or next((c.sim_profile for c in used if c.sim_profile), None) or "glm5-sm120"
+        try:
+            profile = load_profile(name)
+        except ProfileError as exc:
+            raise pytest.UsageError(f"glm5: {exc}") from None
+        count = int(profile.get("gpu", {}).get("count", 1))
+        devices = emulated(str(profile["name"]), count)
+        what = f"{count} emulated GPUs (profile {profile['name']})"
+        cache = getattr(config, "cache", None)
+        directory = cache.mkdir("glm5") if cache is not None else default_lease_dir() / "sim"
+    else:
+        gpus = _gpus(config) or []
+        devices = [Device(g.index, g.uuid) for g in gpus]
+        what = f"{len(gpus)} GPUs (NVML)"
+        directory = Path(s["glm5-lease-dir"]) if s["glm5-lease-dir"] else default_lease_dir()
+    try:
+        return book_for(devices, what, os.environ.get("CUDA_VISIBLE_DEVICES"), directory,
+                        exclusive=bool(s["glm5-exclusive"] or s["update-baselines"]))
+    except LeaseError as exc:
+        raise pytest.UsageError(f"glm5: {exc}") from None
+    except OSError as exc:
+        raise pytest.UsageError(f"glm5: cannot keep GPU leases in {directory}: {exc.strerror or exc}; set "
+                                "--glm5-lease-dir or env GLM5_LEASE_DIR to a writable directory") from None
+
+
 def _check_baselines(config: pytest.Config, used: dict[str, ServerConfig]) -> None:
     """Read every baselines file the run will use now, not after a model load and a load run."""
     s = _settings(config)
@@ -406,6 +446,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     runnable = {name for item, name in named
                 if name is not None and not any(m.name == "skip" for m in item.iter_markers())}
     _check_baselines(config, {n: configs[n] for n in runnable})
+    config.stash[leases_key] = _lease_book(config, [configs[n] for n in sorted(runnable)])
     _as_benchmarks(config, [item for item, name in named if name is not None])
     shard = _settings(config)["glm5-shard"]
     if shard is not None:
@@ -540,9 +581,14 @@ def glm5_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         relaunch_after_crash=bool(s["glm5-relaunch-after-crash"]),
         stall_timeout=float(s["glm5-stall-timeout"]),
     )
-    progress = TerminalProgress(config.pluginmanager.get_plugin("terminalreporter"), quiet=config.get_verbosity() < 0)
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if _xdist_worker(config):
+        tr = WorkerLines(str(getattr(config, "workerinput", {}).get("workerid", "worker")),
+                         config.pluginmanager.get_plugin("capturemanager"))
+    progress = TerminalProgress(tr, quiet=config.get_verbosity() < 0)
     pool = ServerPool(settings, _engine_factory(config), store=store, progress=progress,
-                      identify=lambda build: identity(build, Path(config.rootpath)))
+                      identify=lambda build: identity(build, Path(config.rootpath)),
+                      leases=config.stash.get(leases_key, None))
     config.stash[pool_key] = pool
     try:
         yield pool
@@ -635,6 +681,18 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
                     xml.add_global_property(f"{item.nodeid}::{name}", value)
             else:
                 item.user_properties.extend(properties(mine))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """With GPU leases, a config's server is stopped (or kept idle) after its last test here: servers of other
+    workers may be waiting for its GPUs."""
+    pool = item.config.stash.get(pool_key, None)
+    if pool is None or pool.leases is None or pool.current is None:
+        return
+    name = _marker_name(item)
+    if name is not None and (nextitem is None or _marker_name(nextitem) != name):
+        pool.release_current(next_config="" if nextitem is None else _marker_name(nextitem) or "")
 
 
 def _xml_key() -> Any:
@@ -741,6 +799,26 @@ def _save_durations(config: pytest.Config, more: list[dict[str, float]]) -> None
         return
     known = dict(cache.get(DURATIONS_KEY, {}) or {})
     cache.set(DURATIONS_KEY, {**known, **{k: round(v, 2) for k, v in spent.items()}})
+
+
+class WorkerLines:
+    """A worker's progress lines (a wait for GPUs, a long start): xdist shows nothing a worker writes to its
+    terminal, but the worker's stderr is the controller's."""
+
+    def __init__(self, worker: str, capture: Any) -> None:
+        self.worker = worker
+        self.capture = capture  # pytest's capture manager: the line goes around the test's captured output
+
+    def isatty(self) -> bool:
+        return False
+
+    def write_line(self, line: str) -> None:
+        with self.capture.global_and_fixture_disabled() if self.capture else contextlib.nullcontext():
+            sys.stderr.write(f"[{self.worker}] {line}\n")
+            sys.stderr.flush()
+
+    def rewrite(self, line: str, erase: bool = False) -> None:
+        pass
 
 
 def _xdist_worker(config: pytest.Config) -> bool:

@@ -1,23 +1,17 @@
-"""The run's servers: one live server at a time, reuse by fingerprint, records across runs, reaping."""
+"""The run's servers: one live server per worker, GPU leases, reuse by fingerprint, records across runs."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-from filelock import FileLock
-
 from . import forensics
 from .builds import Build
 from .configs import ServerConfig
-from .engines.base import Engine, EngineError
+from .engines.base import Engine, EngineError, gpus_for
+from .leases import Lease, LeaseBook, LeaseError, span
 from .process import (
     HOST,
     Progress,
@@ -30,68 +24,7 @@ from .process import (
     same_process,
     stop,
 )
-
-KEPT = "kept"  # servers left running on purpose (--glm5-keep-servers), for reuse by a later run
-LAUNCHED = "launched"  # servers of a live run, from spawn to stop: what a killed run leaves is reaped
-
-
-class RecordStore:
-    """Servers recorded across runs, in one JSON file; every change re-reads and merges under a file lock, keyed
-    by pid, so that two runs (or two workers) never drop each other's records."""
-
-    def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "servers.json"
-        self.lock = FileLock(str(directory / "servers.json.lock"), timeout=60)
-
-    def _load(self) -> dict[str, dict[str, dict[str, Any]]]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = {}
-        return {KEPT: dict(data.get(KEPT, {})), LAUNCHED: dict(data.get(LAUNCHED, {}))}
-
-    def read(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """{"kept": {pid: record}, "launched": {pid: record}}."""
-        with self.lock:
-            return self._load()
-
-    def update(self, change: Callable[[dict[str, dict[str, dict[str, Any]]]], None]) -> None:
-        """Re-read, apply `change`, write atomically: all under the lock."""
-        with self.lock:
-            data = self._load()
-            change(data)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".servers.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(data, f, indent=1)
-                os.replace(tmp, self.path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-
-    def put(self, section: str, data: dict[str, Any]) -> None:
-        """Record one server under its pid."""
-        self.update(lambda d: d[section].__setitem__(str(data["pid"]), data))
-
-    def drop(self, section: str, pid: int | None) -> None:
-        """Forget one server."""
-        def forget(d: dict[str, dict[str, dict[str, Any]]]) -> None:
-            d[section].pop(str(pid), None)
-
-        self.update(forget)
-
-
-def _owner() -> dict[str, Any]:
-    me = psutil.Process()
-    return {"owner_pid": me.pid, "owner_create_time": me.create_time()}
-
-
-def _owner_alive(data: dict[str, Any]) -> bool:
-    """The pytest that launched a recorded server still runs (its servers are its own business)."""
-    owner = data.get("owner_pid")
-    return owner is not None and same_process(int(owner), float(data.get("owner_create_time", 0.0)))
+from .records import KEPT, LAUNCHED, RecordStore, Tables, owner
 
 
 @dataclass
@@ -127,7 +60,9 @@ class ConfigMismatch(ServerError):
 
 @dataclass
 class ServerPool:
-    """One live server at a time (each config may hold every GPU): launch, reuse or attach, and always stop."""
+    """One live server at a time in this process: launch, reuse or attach, and always stop. With GPU leases
+    (`leases`), servers of other processes run beside it on other GPUs, and a kept server stays until its GPUs
+    are needed; without, each config may hold every GPU, so another config's kept server is stopped first."""
 
     settings: PoolSettings
     engine_for: Callable[[ServerConfig], Engine]
@@ -142,6 +77,8 @@ class ServerPool:
     identify: Callable[[Build], dict[str, Any]] | None = None  # a build's identity (builds.identity)
     current_build: str | None = None
     launches: int = 0  # servers launched by this run (each is a sample of the launch-to-launch variance)
+    leases: LeaseBook | None = None
+    lease: Lease | None = None  # the current server's
 
     def _say(self, config: str, message: str) -> None:
         self.events.append(PoolEvent(config, message))
@@ -193,21 +130,79 @@ class ServerPool:
             raise self._fail(config, forensics.preflight_rejected(config.name, engine.name, check.problem))
         if check.skipped:
             self._say(config.name, f"preflight skipped: {check.skipped}")
+        lease = self._lease(config, engine)
+
+        def spawned(rec: ServerRecord) -> None:
+            self._note_launched(rec)
+            if lease is not None and self.leases is not None and rec.pid is not None:
+                self.leases.bind(lease, rec.pid, rec.create_time)
+
         try:
             handle = launch(config, engine, model, self.settings.log_dir, startup_timeout=self.settings.startup_timeout,
-                            keep=self.settings.keep, progress=self.progress, fingerprint=fp,
-                            on_spawn=self._note_launched)
+                            keep=self.settings.keep, progress=self.progress, fingerprint=fp, on_spawn=spawned,
+                            env=lease.env() if lease is not None else None)
         except ServerError as exc:
+            self._release_lease(lease)
             raise self._fail(config, str(exc), engine) from None
+        except BaseException:
+            self._release_lease(lease)
+            raise
         handle.record.why = self.relaunch_why.pop(config.name, "")
         handle.record.engine_version = version
-        self._say(config.name, f"launched pid {handle.pid} on port {handle.record.port} in "
+        on = ""
+        if lease is not None:
+            handle.record.gpus, handle.record.lease_wait_s = lease.indices, round(lease.waited_s, 3)
+            on = f" on {span(lease.indices)}" + (f" (waited {lease.waited_s:.1f} s for them)"
+                                                      if lease.waited_s >= 1.0 else "")
+        self._say(config.name, f"launched pid {handle.pid} on port {handle.record.port}{on} in "
                                f"{handle.record.startup_s:.1f} s, log {handle.record.log_path}")
         self.records[config.name] = handle.record
         self.current = handle
+        self.lease = lease
         self.current_build = wanted
         self.launches += 1
         return handle
+
+    def _need(self, config: ServerConfig, engine: Engine) -> int:
+        """GPUs to lease for this config; a config that needs more than exist fails now, with the numbers."""
+        assert self.leases is not None
+        count, why = gpus_for(engine, config, len(self.leases.devices))
+        try:
+            return self.leases.check(config.name, count, why)
+        except LeaseError as exc:
+            raise self._fail(config, str(exc)) from None
+
+    def _lease(self, config: ServerConfig, engine: Engine) -> Lease | None:
+        if self.leases is None:
+            return None
+        need = self._need(config, engine)
+
+        def waiting(name: str, waited: float, line: str) -> None:
+            if self.progress is not None:
+                self.progress(name, waited, line, "waiting")
+
+        return self.leases.acquire(config.name, need, waiting, self._evict)
+
+    def _evict(self, holder: dict[str, Any]) -> None:
+        """Stop an idle kept server (or one a killed run left) whose GPUs the next launch needs."""
+        pid = int(holder["server_pid"])
+        if same_process(pid, float(holder.get("server_create_time", 0.0))):
+            kill_tree(pid, self.settings.stop_timeout)
+        self._forget_kept(pid)
+        idle = "kept server" if holder.get("kept") else "server of a killed run"
+        freed = span(sorted(int(i) for i in holder.get("indices", [])))
+        self._say(str(holder["config"]), f"stopped {idle} pid {pid} to free {freed} for the next launch")
+
+    def _release_lease(self, lease: Lease | None) -> None:
+        if lease is not None and self.leases is not None:
+            self.leases.release(lease)
+
+    def cotenants(self) -> list[str]:
+        """Other servers holding GPUs of this machine now (empty without leases)."""
+        if self.leases is None:
+            return []
+        mine = self.current.pid if self.current is not None else None
+        return self.leases.others(mine)
 
     def notice_death(self) -> None:
         """If the current server died, record why; later tests of its config fail fast with that reason
@@ -240,6 +235,8 @@ class ServerPool:
         if handle.record.how != "external":
             stop(handle, timeout=5.0)
             self._forget_launched(handle.record)
+        self._release_lease(self.lease)
+        self.lease = None
         self.failures[name] = f"server for {name} hung earlier: {reason}"
         self._say(name, f"hung: {reason}; stopped")
 
@@ -281,6 +278,8 @@ class ServerPool:
             rec = ServerRecord(**{k: v for k, v in old.items() if k in ServerRecord.__dataclass_fields__})
             handle = ServerHandle(config, rec, engine, None)
             if old.get("config") != config.name:
+                if self.leases is not None:
+                    continue  # It holds GPUs of its own; a launch that needs them stops it (LeaseBook.acquire).
                 # One live server at a time: another config's kept server holds the GPUs this launch needs.
                 if same_process(rec.pid, rec.create_time):
                     stop(handle, self.settings.stop_timeout)
@@ -296,6 +295,13 @@ class ServerPool:
                 why = f"config changed (fingerprint {rec.fingerprint} -> {fp}): {self._changed(config, old)}"
             elif not handle.alive():
                 why = "it does not answer readiness"
+            elif found is None and self.leases is not None:
+                need = self._need(config, engine)
+                self.lease = self.leases.take_over(config.name, int(rec.pid or 0), need)
+                if self.lease is None:
+                    why = f"it does not hold the {need} GPUs the config needs now"
+                else:
+                    rec.gpus = self.lease.indices
             self._forget_kept(rec.pid)
             if why is None and found is None:
                 rec.how, rec.why = "reused", f"kept server pid {rec.pid}, fingerprint {fp} matches"
@@ -326,15 +332,20 @@ class ServerPool:
     def release_current(self, next_config: str | None = None) -> None:
         """Stop the current server: before another config's launch (in every mode: one live server at a time),
         and at the end of the run unless servers are kept."""
-        handle = self.current
-        self.current = None
+        handle, lease = self.current, self.lease
+        self.current, self.lease = None, None
         if handle is None or handle.record.how == "external":
             return
         if self.settings.keep and next_config is not None and handle.exit_code() is None:
+            if lease is not None and next_config != handle.config.name:
+                self._keep(handle, lease, f"kept idle on {span(lease.indices)}: pid {handle.pid} on port "
+                                          f"{handle.record.port} (stopped when a launch needs its GPUs)")
+                return
             self._say(handle.config.name, f"stopped pid {handle.pid} to free the GPUs for {next_config} (one live "
                                           "server at a time; the run's last server is the one kept)")
         stop(handle, self.settings.stop_timeout)
         self._forget_launched(handle.record)
+        self._release_lease(lease)
 
     def close(self) -> None:
         """End of session: stop the current server, or keep it running and recorded (--glm5-keep-servers)."""
@@ -343,24 +354,31 @@ class ServerPool:
                 or handle.exit_code() is not None:
             self.release_current()
             return
-        self.current = None
+        lease = self.lease
+        self.current, self.lease = None, None
+        on = f" on {span(lease.indices)}" if lease is not None else ""
+        self._keep(handle, lease, f"kept running: pid {handle.pid} on port {handle.record.port}{on}")
+
+    def _keep(self, handle: ServerHandle, lease: Lease | None, message: str) -> None:
         data = asdict(handle.record)
         data["argv_flags"] = handle.config.flag_argv()
         if self.store is not None:
             pid = str(handle.pid)
 
-            def move_to_kept(d: dict[str, dict[str, Any]]) -> None:
+            def move_to_kept(d: Tables) -> None:
                 d[KEPT][pid] = data
                 d[LAUNCHED].pop(pid, None)
 
             self.store.update(move_to_kept)
-        self._say(handle.config.name, f"kept running: pid {handle.pid} on port {handle.record.port}")
+        if lease is not None and self.leases is not None:
+            self.leases.keep(lease)
+        self._say(handle.config.name, message)
 
     def _note_launched(self, rec: ServerRecord) -> None:
         # Recorded from spawn until stopped: if this pytest is killed outright, the next run reaps what is left.
         if self.store is not None:
             self.store.put(LAUNCHED, {"config": rec.config, "pid": rec.pid, "port": rec.port,
-                                      "create_time": rec.create_time, **_owner()})
+                                      "create_time": rec.create_time, **owner()})
 
     def _forget_launched(self, rec: ServerRecord) -> None:
         if self.store is not None:
@@ -386,39 +404,3 @@ def _flag_values(before: list[str], now: list[str]) -> list[tuple[str, str, str]
 
     a, b = pairs(before), pairs(now)
     return [(k, a[k], b[k]) for k in a if k in b and a[k] != b[k]]
-
-
-def reap_leftovers(store: RecordStore, timeout: float = 10.0) -> list[str]:
-    """Stop servers that runs killed outright left behind (their pytest is gone); one line each. Servers of runs
-    still alive (another pytest, another worker) are theirs and stay."""
-    lines: list[str] = []
-
-    def reap(d: dict[str, dict[str, Any]]) -> None:
-        for pid, data in list(d[LAUNCHED].items()):
-            if _owner_alive(data):
-                continue
-            if same_process(int(pid), float(data.get("create_time", 0.0))):
-                kill_tree(int(data["pid"]), timeout)
-                lines.append(f"reaped a server left by an earlier run: {data.get('config')} pid {pid} "
-                             f"port {data.get('port')}")
-            del d[LAUNCHED][pid]
-
-    store.update(reap)
-    return lines
-
-
-def stop_recorded(store: RecordStore, timeout: float = 60.0) -> list[str]:
-    """Stop every server recorded by --glm5-keep-servers; return one line per server."""
-    lines: list[str] = []
-
-    def stop_all(d: dict[str, dict[str, Any]]) -> None:
-        for pid, data in d[KEPT].items():
-            if same_process(int(pid), float(data.get("create_time", 0.0))):
-                kill_tree(int(pid), timeout)
-                lines.append(f"stopped {data.get('config')}: pid {pid}, port {data.get('port')}")
-            else:
-                lines.append(f"{data.get('config')}: pid {pid} was already gone")
-        d[KEPT].clear()
-
-    store.update(stop_all)
-    return lines

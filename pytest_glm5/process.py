@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -130,6 +130,8 @@ class ServerRecord:
     model: str = ""
     launched_at: float = 0.0
     stopped_at: float = 0.0
+    gpus: list[int] = field(default_factory=list)  # its lease (NVML indices); empty: no leases in this run
+    lease_wait_s: float = 0.0
 
 
 def same_process(pid: int | None, create_time: float) -> bool:
@@ -198,18 +200,20 @@ class ServerHandle:
 
 
 class Progress(Protocol):
-    """Receives one-line progress while a server starts (elapsed seconds, newest log line)."""
+    """Receives one-line progress while a server starts (elapsed seconds, newest log line) or waits for its GPUs
+    (`doing` is then "waiting")."""
 
-    def __call__(self, config: str, elapsed: float, line: str) -> None: ...
+    def __call__(self, config: str, elapsed: float, line: str, doing: str = "starting") -> None: ...
 
 
 def launch(config: ServerConfig, engine: Engine, model: str, log_dir: Path, *, startup_timeout: float,
            keep: bool = False, progress: Progress | None = None, fingerprint: str = "",
-           on_spawn: Callable[[ServerRecord], None] | None = None) -> ServerHandle:
+           on_spawn: Callable[[ServerRecord], None] | None = None, env: dict[str, str] | None = None) -> ServerHandle:
     """Start a server of this config and wait until it is ready; ServerError (process stopped) otherwise.
 
     `on_spawn` gets the record as soon as the process exists, before the (possibly hour-long) model load:
-    whoever records servers for reaping must know of it before anything can kill this pytest."""
+    whoever records servers for reaping must know of it before anything can kill this pytest. `env`: set last
+    (a GPU lease's CUDA_VISIBLE_DEVICES)."""
     fixed = config.flags.get("port")
     port = int(fixed) if fixed else free_port()
     if fixed and port_in_use(port):
@@ -218,7 +222,7 @@ def launch(config: ServerConfig, engine: Engine, model: str, log_dir: Path, *, s
     argv = engine.argv(config, model, HOST, port)
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{config.name}-{port}.log"
-    env = {**os.environ, **engine.env(config)}
+    env = {**os.environ, **engine.env(config), **(env or {})}
     if keep:
         env.pop("GLM5_PDEATHSIG", None)
     with open(log_path, "wb") as out:

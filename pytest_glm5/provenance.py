@@ -30,6 +30,11 @@ class Provenance:
     driver: str = ""
     workload: dict[str, Any] = field(default_factory=dict)
     build: str = ""  # the build's identity: engine and kernel versions, editable commits, patch hash
+    cotenants: tuple[str, ...] = ()  # other servers on the machine's GPUs while it was measured
+
+    def with_cotenants(self, cotenants: list[str]) -> Provenance:
+        """The same server's provenance for a measurement that shared the machine with these servers."""
+        return replace(self, cotenants=tuple(sorted(set(cotenants))))
 
     def with_workload(self, workload: dict[str, Any]) -> Provenance:
         """The same server's provenance for another measurement."""
@@ -37,7 +42,11 @@ class Provenance:
 
     def as_entry(self) -> dict[str, Any]:
         """What a baselines entry keeps (the workload has its own key there)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("workload", "model") and (k != "build" or v)}
+        out = {k: v for k, v in asdict(self).items() if k not in ("workload", "model")
+               and (k not in ("build", "cotenants") or v)}
+        if self.cotenants:
+            out["cotenants"] = list(self.cotenants)
+        return out
 
 
 def sim_hardware_key(profile: str, time_scale: float) -> str:

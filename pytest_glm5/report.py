@@ -20,10 +20,15 @@ class TerminalProgress:
         self.last = 0.0
         self.shown = False
 
-    def __call__(self, config: str, elapsed: float, line: str) -> None:
+    def __call__(self, config: str, elapsed: float, line: str, doing: str = "starting") -> None:
         if self.quiet or self.tr is None:
             return
         now = time.monotonic()
+        if doing != "starting":
+            # Seldom (the lease book says it every 30 s) and worth a line of its own, in a log and on a terminal.
+            self.done()
+            self.tr.write_line(f"glm5: {config} {line.strip()} [{elapsed:.0f} s]")
+            return
         if not self.last and not self.tty:
             self.last = now  # In logs, a line every 30 s; the first after 30 s.
         if now - self.last < (0.5 if self.tty else 30.0):
@@ -125,6 +130,14 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     if moved:
         out.append(f"measured under another workload than their baseline, not compared ({len(moved)}):")
         out += [f"  {v.line()}" for v in moved]
+    shared: dict[str, set[str]] = {}
+    for v in verdicts:
+        for mate in (v.provenance or {}).get("cotenants", []):
+            shared.setdefault(v.config, set()).add(mate.split(" (")[0])
+    if shared:
+        out.append(f"measured beside other servers on this machine ({len(shared)} configs; each verdict's provenance "
+                   "names them; --glm5-exclusive runs each config alone):")
+        out += [f"  {cfg} beside {', '.join(sorted(mates))}" for cfg, mates in shared.items()]
     if server_problems:
         out.append("configs that crashed or could not run:")
         out += [f"  {name}: {why}" for name, why in server_problems.items()]

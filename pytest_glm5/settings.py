@@ -144,6 +144,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-keep-servers", "leave the run's last server running and reuse it next run if its config matches",
             flag=True, ini=False),
     Setting("glm5-stop-servers", "stop servers kept by earlier runs, then exit", flag=True, ini=False),
+    Setting("glm5-exclusive", "run every config alone on the machine: its GPU lease takes every GPU (always so "
+            "with --update-baselines: a baseline is measured with no other server beside it)", flag=True, ini=False),
+    Setting("glm5-lease-dir", "where the GPU leases of this machine are kept, shared by every run and worker "
+            "(default: pytest-glm5-leases-UID in the temp dir; a group-writable directory shares the GPUs between "
+            "users)", env="GLM5_LEASE_DIR"),
     Setting("sglang-url", "use this running server for every config; never stop it", ini=False, parse=parse_url),
     Setting("glm5-strict", "fail (not skip) when an external server's args differ from the config", flag=True,
             ini=False),

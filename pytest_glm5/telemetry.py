@@ -6,6 +6,7 @@ Without NVML or GPUs there is no inventory: said once by the caller, never an er
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -25,6 +26,7 @@ class Gpu:
     driver: str
     pcie_gen: int | None = None
     pcie_width: int | None = None
+    uuid: str = ""  # GPU-8c5e...: what a lease holds (an index can change with the next boot or driver)
 
 
 def load_nvml() -> ModuleType | None:
@@ -61,8 +63,11 @@ def inventory(nvml: ModuleType | None = None) -> list[Gpu] | None:
                 width = int(nvml.nvmlDeviceGetCurrPcieLinkWidth(h))
             except Exception:
                 pass  # Not every GPU or driver reports its link.
+            uuid = f"GPU-index-{i}"  # Leases key on it: without NVML's UUID, the index has to do.
+            with contextlib.suppress(Exception):
+                uuid = _text(nvml.nvmlDeviceGetUUID(h))
             out.append(Gpu(i, _text(nvml.nvmlDeviceGetName(h)), f"{major}.{minor}", round(mem.total / 2**30, 1),
-                           driver, gen, width))
+                           driver, gen, width, uuid))
         return out
     except Exception:
         return None

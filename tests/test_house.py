@@ -24,8 +24,9 @@ from pytest_glm5.engines.base import Preflight
 from pytest_glm5.forensics import cut_off, request_stack_dump
 from pytest_glm5.loadgen import BenchResult, Workload
 from pytest_glm5.metrics import RequestRecord
-from pytest_glm5.pool import KEPT, PoolSettings, RecordStore, ServerPool
+from pytest_glm5.pool import PoolSettings, ServerPool
 from pytest_glm5.process import ServerHandle, ServerRecord
+from pytest_glm5.records import KEPT, RecordStore
 
 PKG = Path(__file__).resolve().parents[1] / "pytest_glm5"
 ONE = "import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n"
@@ -70,6 +71,9 @@ def test_real_engines_never_import_the_emulator() -> None:
     ([], "glm5_sim_time_scale = fast", "ini glm5_sim_time_scale in */tox.ini = 'fast' must be a number > 0"),
     ([], "glm5_stall_timeout = 0", "ini glm5_stall_timeout in */tox.ini = '0' must be a number > 0"),
     (["--sglang-url", "not-a-url"], "", "--sglang-url = 'not-a-url' is not a URL: give the server's base URL*"),
+    ([], "glm5_lease_dir = /proc/leases",
+     "GPU lease directory (ini glm5_lease_dir in */tox.ini) /proc/leases cannot be created or written to: *; pick "
+     "another directory"),
 ])
 def test_bad_setting_is_one_usage_error(pytester: pytest.Pytester, args: list[str], ini: str, message: str) -> None:
     write_configs(pytester, "[config.a]\nflags = {}\n")

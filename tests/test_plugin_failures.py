@@ -15,7 +15,7 @@ import psutil
 import pytest
 from plugin_helpers import assert_no_server_left, servers_of, write_configs
 
-from pytest_glm5.pool import LAUNCHED, RecordStore
+from pytest_glm5.records import LAUNCHED, RecordStore
 
 from simproc import Sim
 

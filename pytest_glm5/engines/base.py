@@ -89,3 +89,18 @@ class Engine(ABC):
     def compare(self, cfg: ServerConfig, model: str, info: dict[str, Any]) -> list[str]:
         """Differences between a running server's /server_info and the config (empty when it matches)."""
         return []
+
+    def gpus(self, cfg: ServerConfig) -> tuple[int, str] | None:
+        """GPUs a server of this config uses on this node and the flags that say so (None: its flags do not
+        say; it gets every GPU unless the config sets `gpus`)."""
+        return None
+
+
+def gpus_for(engine: Engine, cfg: ServerConfig, total: int) -> tuple[int, str]:
+    """GPUs to lease for a config: its `gpus`, else what the engine reads from its flags, else all of them."""
+    if cfg.gpus is not None:
+        return cfg.gpus, f"gpus = {cfg.gpus} in [config.{cfg.name}]"
+    found = engine.gpus(cfg)
+    if found is not None:
+        return found
+    return total, f"{engine.name} flags do not say; every GPU unless the config sets gpus"

@@ -74,3 +74,8 @@ class SGLangEngine(Engine):
     def compare(self, cfg: ServerConfig, model: str, info: dict[str, Any]) -> list[str]:
         """Differences between /server_info and the config."""
         return spec.compare_server_info(cfg.flags, model, info)
+
+    def gpus(self, cfg: ServerConfig) -> tuple[int, str] | None:
+        """tp x pp x dp replicas, attention DP inside TP (spec.gpus_needed cites SGLang's source)."""
+        need = spec.gpus_needed(spec.flag_args(cfg.flags))
+        return need.count, need.why

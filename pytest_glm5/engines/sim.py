@@ -97,3 +97,8 @@ class SimEngine(Engine):
     def compare(self, cfg: ServerConfig, model: str, info: dict[str, Any]) -> list[str]:
         """Same rules as SGLang: its /server_info has the same keys."""
         return spec.compare_server_info(cfg.flags, model, info)
+
+    def gpus(self, cfg: ServerConfig) -> tuple[int, str] | None:
+        """tp x pp x dp replicas, attention DP inside TP (spec.gpus_needed cites SGLang's source)."""
+        need = spec.gpus_needed(spec.flag_args(cfg.flags))
+        return need.count, need.why

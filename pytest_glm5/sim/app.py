@@ -68,6 +68,20 @@ def resolve_args(args: dict[str, Any], model: Model) -> dict[str, Any]:
     return out
 
 
+def visible_devices(count: int, cuda_visible: str | None) -> list[int]:
+    """The profile's GPUs this process sees, as CUDA reads CUDA_VISIBLE_DEVICES: indices in the given order, up
+    to the first entry that names no device (CUDA ignores the rest)."""
+    if cuda_visible is None:
+        return list(range(count))
+    out: list[int] = []
+    for entry in cuda_visible.split(","):
+        entry = entry.strip()
+        if not entry.isdigit() or int(entry) >= count or int(entry) in out:
+            break
+        out.append(int(entry))
+    return out
+
+
 class SimServer:
     """State shared by the handlers: the args, the model, the engine and the counters."""
 
@@ -83,6 +97,7 @@ class SimServer:
             print(f"sglang serve: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
         self.args = resolve_args(self.raw_args, self.model)
+        self.devices = visible_devices(int(self.model.gpu.get("count", 1)), os.environ.get("CUDA_VISIBLE_DEVICES"))
         # One speed factor per launch (median 1): what differs between two launches of the same server.
         launch_rng = random.Random(ns.sim_seed) if ns.sim_seed is not None else random.SystemRandom()
         cv = self.model.launch_cv if ns.sim_noise is None else ns.sim_noise
@@ -444,7 +459,8 @@ async def handle_server_info(request: web.Request) -> web.Response:
             "launch_factor": round(srv.model.launch_factor, 6),
             "seed": srv.ns.sim_seed,
             "rules": list(srv.model.applied_rules),
-            "gpus": gpus_needed(srv.args),
+            "gpus": gpus_needed(srv.args).count,
+            "devices": srv.devices,
         },
     })
     return web.json_response(body)
@@ -615,12 +631,13 @@ def main(argv: list[str] | None = None) -> int:
               f"name. Otherwise, make sure '{srv.args['model_path']}' is the correct path to a directory "
               "containing a config.json file", flush=True)
         return 1
-    have, need = int(srv.model.gpu.get("count", 1)), gpus_needed(srv.args)
-    if need > have:
+    have, need = len(srv.devices), gpus_needed(srv.args)
+    if need.count > have:
         # What torch says when a rank's device does not exist (SGLang starts one process per GPU).
-        print(f"RuntimeError: CUDA error: invalid device ordinal (this config needs {need} GPUs: tp_size "
-              f"{srv.args.get('tp_size')} x pp_size {srv.args.get('pp_size')}; the {srv.model.name} profile has "
-              f"{have})", flush=True)
+        shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+        print(f"RuntimeError: CUDA error: invalid device ordinal (this config needs {need.count} GPUs: {need.why}; "
+              f"the {srv.model.name} profile has {srv.model.gpu.get('count', 1)}"
+              + (f", CUDA_VISIBLE_DEVICES={shown} shows {have}" if shown is not None else "") + ")", flush=True)
         return 1
     return asyncio.run(serve(srv))
 

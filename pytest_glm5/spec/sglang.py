@@ -7,6 +7,7 @@ The flag table in sglang_flags.json was read from the release wheel by scripts/e
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -57,13 +58,58 @@ def removed_flag_hint(message: str) -> str:
     return message + "".join(f" ({h})" for h in hints)
 
 
-def gpus_needed(args: dict[str, Any]) -> int:
-    """GPUs one server uses: tp_size x pp_size. Attention DP and CP live inside the TP group, not beside it:
-    sglang/srt/arg_groups/parallel_hook.py:162 asserts `tp_size % (attn_dp_size * attn_cp_size) == 0` and
-    runtime_context.py:76 derives `attn_tp_size = tp_size // attn_dp_size // attn_cp_size`."""
-    tp = int(args.get("tp_size") or 1)
-    pp = int(args.get("pp_size") or 1)
-    return tp * pp
+def flag_args(flags: dict[str, Any]) -> dict[str, Any]:
+    """A config's flags by SGLang's dests, spelled as `sglang serve` accepts them: aliases and unique prefixes
+    (argparse's allow_abbrev) resolve; an unknown or ambiguous key is left out (the preflight names it)."""
+    dests = flag_dests()
+    out: dict[str, Any] = {}
+    for key, value in flags.items():
+        flag = key if key.startswith("-") else f"--{key}"
+        dest = dests.get(flag)
+        if dest is None:
+            hits = {d for f, d in dests.items() if f.startswith(flag)}
+            dest = hits.pop() if len(hits) == 1 else None
+        if dest is not None:
+            out[dest] = value
+    return out
+
+
+@dataclass(frozen=True)
+class GpuNeed:
+    """GPUs one server uses on this node, and the flags that say so."""
+
+    count: int
+    why: str
+
+
+def gpus_needed(args: dict[str, Any]) -> GpuNeed:
+    """GPUs one server uses on this node (args by dest). SGLang 0.5.23 places `dp_size` replicas of
+    `tp_size x pp_size` GPUs each (managers/data_parallel_controller.py:442 steps base_gpu_id by
+    tp_size * pp_size per replica); attention DP lives inside the TP group (parallel_hook.py asserts
+    `tp_size % (attn_dp_size * attn_cp_size) == 0`), and the deprecated `--enable-dp-attention` turns
+    `--dp-size N` into `--attn-dp-size N` (parallel_hook.py:39). A node of `nnodes` holds its share; GPU ids run
+    from `base_gpu_id` in steps of `gpu_id_step` (data_parallel_controller.py:747), so the server must see
+    base + (n-1) x step + 1 devices."""
+    def num(dest: str, default: int = 1) -> int:
+        value = args.get(dest)
+        return default if value is None or value is False else int(value)
+
+    tp, pp, dp, attn_dp = num("tp_size"), num("pp_size"), num("dp_size"), num("attn_dp_size")
+    if args.get("enable_dp_attention") and attn_dp == 1:
+        attn_dp, dp = dp, 1
+    nnodes = max(1, num("nnodes"))
+    used = max(1, tp * pp * dp // nnodes)
+    parts = [f"tp-size {tp}", f"pp-size {pp}"] + ([f"dp-size {dp}"] if dp > 1 else [])
+    why = " x ".join(parts)
+    if attn_dp > 1:
+        why += f" (attention DP {attn_dp} inside TP)"
+    if nnodes > 1:
+        why += f" / nnodes {nnodes}"
+    base, step = num("base_gpu_id", 0), max(1, num("gpu_id_step"))
+    count = base + (used - 1) * step + 1
+    if count != used:
+        why += f", on GPU ids {base}, {base + step}, ... (base-gpu-id {base}, gpu-id-step {step})"
+    return GpuNeed(count, why)
 
 
 def compare_server_info(flags: dict[str, Any], model: str, info: dict[str, Any]) -> list[str]:
