@@ -17,7 +17,7 @@ fi
 PLUGIN=(-p pytest_glm5.plugin)
 python3 -c "import importlib.metadata as m; m.version('pytest-glm5')" 2>/dev/null && PLUGIN=()
 # Three repeats a point: the verdict takes the median and new entries get a tolerance from their spread.
-H200=(gpu --glm5-configs gpu/configs.toml --glm5-baselines "$OUT/baselines" --glm5-log-dir "$OUT/logs" -p no:randomly
+H200=(gpu --glm5-configs gpu/configs.toml --glm5-baselines="$OUT/baselines" --glm5-log-dir="$OUT/logs" -p no:randomly
       -rs --glm5-repeats "${GLM5_REPEATS:-3}")
 echo "== GPU"; nvidia-smi --query-gpu=name,compute_cap,memory.used,power.draw,driver_version --format=csv
 echo "== hardware key and inventory (NVML)"
@@ -26,12 +26,17 @@ print(hardware_key(g) if g else None, '|', describe(g), '|', g[0] if g else '')"
 echo "== tiny model"
 python3 -c "from pathlib import Path; from pytest_glm5.tinymodel import write_hf; print(write_hf(Path('/tmp/glm5-tiny-hf')))" \
   2>&1 | tail -1
+echo "== GPU leases: a lease puts the server on that GPU"
+python3 scripts/gpu_lease_check.py 2>&1 | tee "$OUT/leases.log"
 echo "== 1/3 record: the sweep on the GPU, --update-baselines"
-python3 -m pytest "${PLUGIN[@]}" "${H200[@]}" -s --update-baselines --glm5-report "$OUT/record.json" 2>&1 | tee "$OUT/record.log"
+python3 -m pytest "${PLUGIN[@]}" "${H200[@]}" -s --update-baselines --glm5-report="$OUT/record.json" 2>&1 | tee "$OUT/record.log"
 echo "== 2/3 check: the same suite against what was just recorded"
-python3 -m pytest "${PLUGIN[@]}" "${H200[@]}" --glm5-report "$OUT/check.json" 2>&1 | tee "$OUT/check.log"
+python3 -m pytest "${PLUGIN[@]}" "${H200[@]}" --glm5-report="$OUT/check.json" 2>&1 | tee "$OUT/check.log"
 echo "== 3/3 sm120 suite on this GPU: every test skips with the reason"
 python3 -m pytest "${PLUGIN[@]}" suites -m sm120 -rs -q -p no:randomly 2>&1 | tail -4 | tee "$OUT/sm120.log"
+echo "== the suite's server ran on its lease"
+python3 -c "import json, sys; s = json.load(open(sys.argv[1]))['servers']; print({n: v['gpus'] for n, v in s.items()})" \
+  "$OUT/record.json"
 echo "== processes left"
 if pgrep -af "transformers serve|pytest_glm5.sim|llama-server"; then echo "LEFTOVER PROCESSES"; exit 1; fi
 echo "none"
