@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import itertools
 import json
@@ -39,6 +38,7 @@ from .provenance import expected_hardware, git_commit
 from .records import KEPT, RecordStore, reap_leftovers, stop_recorded
 from .report import (
     TerminalProgress,
+    WorkerLines,
     campaign_lines,
     json_report,
     summary_lines,
@@ -799,26 +799,6 @@ def _save_durations(config: pytest.Config, more: list[dict[str, float]]) -> None
         return
     known = dict(cache.get(DURATIONS_KEY, {}) or {})
     cache.set(DURATIONS_KEY, {**known, **{k: round(v, 2) for k, v in spent.items()}})
-
-
-class WorkerLines:
-    """A worker's progress lines (a wait for GPUs, a long start): xdist shows nothing a worker writes to its
-    terminal, but the worker's stderr is the controller's."""
-
-    def __init__(self, worker: str, capture: Any) -> None:
-        self.worker = worker
-        self.capture = capture  # pytest's capture manager: the line goes around the test's captured output
-
-    def isatty(self) -> bool:
-        return False
-
-    def write_line(self, line: str) -> None:
-        with self.capture.global_and_fixture_disabled() if self.capture else contextlib.nullcontext():
-            sys.stderr.write(f"[{self.worker}] {line}\n")
-            sys.stderr.flush()
-
-    def rewrite(self, line: str, erase: bool = False) -> None:
-        pass
 
 
 def _xdist_worker(config: pytest.Config) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -45,6 +47,26 @@ class TerminalProgress:
         if self.shown and self.tr is not None:
             self.tr.rewrite("", erase=True)
             self.shown = False
+
+
+class WorkerLines:
+    """A worker's progress lines (a wait for GPUs, a long start): xdist shows nothing a worker writes to its
+    terminal, but the worker's stderr is the controller's."""
+
+    def __init__(self, worker: str, capture: Any) -> None:
+        self.worker = worker
+        self.capture = capture  # pytest's capture manager: the line goes around the test's captured output
+
+    def isatty(self) -> bool:
+        return False
+
+    def write_line(self, line: str) -> None:
+        with self.capture.global_and_fixture_disabled() if self.capture else contextlib.nullcontext():
+            sys.stderr.write(f"[{self.worker}] {line}\n")
+            sys.stderr.flush()
+
+    def rewrite(self, line: str, erase: bool = False) -> None:
+        pass
 
 
 MARKS = {"pass": "ok", "regression": "REGRESSION", "improvement": "improved", "new": "new",
