@@ -23,6 +23,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from .process import same_process
 from .records import LockedTables, Tables, owner, owner_alive
 
@@ -111,6 +113,7 @@ class _Turn:
     blocking: list[str] = field(default_factory=list)
 
 
+Probe = Callable[[list[str]], dict[str, list[tuple[int, float]]]]  # uuids -> [(pid, GB)] on each (NVML)
 Waiting = Callable[[str, float, str], None]  # (config, seconds waited, what it waits for)
 Evict = Callable[[dict[str, Any]], None]  # stop a kept or orphaned server that holds GPUs a launch needs
 
@@ -121,11 +124,22 @@ class LeaseBook:
     say_after = 5.0  # seconds of waiting before the first line (short waits are the normal turn-taking)
     say_every = 30.0
 
-    def __init__(self, path: Path, devices: list[Device], source: str, exclusive: bool = False) -> None:
+    def __init__(self, path: Path, devices: list[Device], source: str, exclusive: bool = False,
+                 probe: Probe | None = None) -> None:
         self.table = LockedTables(path, (LEASES, QUEUE))
         self.devices = devices
         self.source = source  # "8 GPUs (NVML)", "4 of 8 GPUs (CUDA_VISIBLE_DEVICES=0,1,2,3)", ...
         self.exclusive = exclusive
+        self.probe = probe  # real GPUs only: what else already runs on them
+
+    def outsiders(self, lease: Lease) -> list[str]:
+        """Processes already on a just-granted lease's GPUs (before its server starts, any process there is
+        outside the leases: another user's job, a notebook, a server this plugin did not start)."""
+        if self.probe is None:
+            return []
+        found = self.probe([d.uuid for d in lease.devices])
+        return [f"pid {pid} ({_name(pid)}) on GPU {d.index}, {gb:g} GB, outside pytest-glm5's leases"
+                for d in lease.devices for pid, gb in found.get(d.uuid, [])]
 
     def check(self, config: str, need: int, why: str) -> int:
         """GPUs to lease for a config: all of them when exclusive; LeaseError with the numbers when there are too
@@ -286,6 +300,13 @@ class LeaseBook:
         return self._describe(d, exclude_server=server_pid)
 
 
+def _name(pid: int) -> str:
+    try:
+        return str(psutil.Process(pid).name())
+    except psutil.Error:
+        return "not visible here"
+
+
 def default_lease_dir() -> Path:
     """pytest-glm5-leases-UID in the temp dir: every run of this user on this machine sees the same leases."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
@@ -293,11 +314,11 @@ def default_lease_dir() -> Path:
 
 
 def book_for(devices: list[Device] | None, what: str, cuda_visible: str | None, directory: Path,
-             exclusive: bool) -> LeaseBook | None:
+             exclusive: bool, probe: Probe | None = None) -> LeaseBook | None:
     """The lease book of a run: over `devices` (an emulator profile's or NVML's; None or empty: no leases), narrowed
     by an outer CUDA_VISIBLE_DEVICES. LeaseError names a bad entry of the variable."""
     if not devices:
         return None
     shown = visible(devices, cuda_visible, what)
     source = what if cuda_visible is None else f"{len(shown)} of {what} (CUDA_VISIBLE_DEVICES={cuda_visible})"
-    return LeaseBook(directory / "gpu-leases.json", shown, source, exclusive=exclusive)
+    return LeaseBook(directory / "gpu-leases.json", shown, source, exclusive=exclusive, probe=probe)

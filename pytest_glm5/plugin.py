@@ -60,7 +60,7 @@ from .settings import (
     resolve_path,
 )
 from .sharding import assign
-from .telemetry import Gpu, describe, hardware_key, inventory
+from .telemetry import Gpu, describe, gpu_processes, hardware_key, inventory
 
 MARKER = "server_config"
 LOG_SECTION_LINES = 30
@@ -405,7 +405,8 @@ def _lease_book(config: pytest.Config, used: list[ServerConfig]) -> LeaseBook | 
         directory = Path(s["glm5-lease-dir"]) if s["glm5-lease-dir"] else default_lease_dir()
     try:
         return book_for(devices, what, os.environ.get("CUDA_VISIBLE_DEVICES"), directory,
-                        exclusive=bool(s["glm5-exclusive"] or s["update-baselines"]))
+                        exclusive=bool(s["glm5-exclusive"] or s["update-baselines"]),
+                        probe=None if s["glm5-sim"] else gpu_processes)
     except LeaseError as exc:
         raise pytest.UsageError(f"glm5: {exc}") from None
     except OSError as exc:

@@ -79,6 +79,7 @@ class ServerPool:
     launches: int = 0  # servers launched by this run (each is a sample of the launch-to-launch variance)
     leases: LeaseBook | None = None
     lease: Lease | None = None  # the current server's
+    outside: list[str] = field(default_factory=list)  # processes on its GPUs that no lease holds (NVML)
 
     def _say(self, config: str, message: str) -> None:
         self.events.append(PoolEvent(config, message))
@@ -152,6 +153,7 @@ class ServerPool:
         on = ""
         if lease is not None:
             handle.record.gpus, handle.record.lease_wait_s = lease.indices, round(lease.waited_s, 3)
+            handle.record.outside = list(self.outside)
             on = f" on {span(lease.indices)}" + (f" (waited {lease.waited_s:.1f} s for them)"
                                                       if lease.waited_s >= 1.0 else "")
         self._say(config.name, f"launched pid {handle.pid} on port {handle.record.port}{on} in "
@@ -181,7 +183,12 @@ class ServerPool:
             if self.progress is not None:
                 self.progress(name, waited, line, "waiting")
 
-        return self.leases.acquire(config.name, need, waiting, self._evict)
+        lease = self.leases.acquire(config.name, need, waiting, self._evict)
+        self.outside = self.leases.outsiders(lease)
+        for line in self.outside:
+            self._say(config.name, f"its GPUs are not free: {line}; its numbers may be skewed, and it may run out "
+                                   "of memory (every verdict names it)")
+        return lease
 
     def _evict(self, holder: dict[str, Any]) -> None:
         """Stop an idle kept server (or one a killed run left) whose GPUs the next launch needs."""
@@ -202,7 +209,7 @@ class ServerPool:
         if self.leases is None:
             return []
         mine = self.current.pid if self.current is not None else None
-        return self.leases.others(mine)
+        return self.leases.others(mine) + (self.outside if self.current is not None else [])
 
     def notice_death(self) -> None:
         """If the current server died, record why; later tests of its config fail fast with that reason
@@ -333,7 +340,7 @@ class ServerPool:
         """Stop the current server: before another config's launch (in every mode: one live server at a time),
         and at the end of the run unless servers are kept."""
         handle, lease = self.current, self.lease
-        self.current, self.lease = None, None
+        self.current, self.lease, self.outside = None, None, []
         if handle is None or handle.record.how == "external":
             return
         if self.settings.keep and next_config is not None and handle.exit_code() is None:

@@ -132,6 +132,7 @@ class ServerRecord:
     stopped_at: float = 0.0
     gpus: list[int] = field(default_factory=list)  # its lease (NVML indices); empty: no leases in this run
     lease_wait_s: float = 0.0
+    outside: list[str] = field(default_factory=list)  # processes already on its GPUs at launch, outside the leases
 
 
 def same_process(pid: int | None, create_time: float) -> bool:

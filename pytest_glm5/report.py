@@ -155,10 +155,15 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     shared: dict[str, set[str]] = {}
     for v in verdicts:
         for mate in (v.provenance or {}).get("cotenants", []):
-            shared.setdefault(v.config, set()).add(mate.split(" (")[0])
+            # `tp4-b on GPUs 4-7 (server pid 1)` -> `tp4-b on GPUs 4-7`; `pid 9 (sleep) on GPU 1, 12 GB, ...` ->
+            # `pid 9 (sleep) on GPU 1`
+            shared.setdefault(v.config, set()).add(mate.split(",")[0] if mate.startswith("pid ") else
+                                                   mate.split(" (")[0])
     if shared:
-        out.append(f"measured beside other servers on this machine ({len(shared)} configs; each verdict's provenance "
-                   "names them; --glm5-exclusive runs each config alone):")
+        n = len(shared)
+        out.append(f"measured while other servers or processes used this machine's GPUs ({n} config"
+                   f"{'s' if n > 1 else ''}; each verdict's provenance names them; --glm5-exclusive keeps other "
+                   "glm5 servers away):")
         out += [f"  {cfg} beside {', '.join(sorted(mates))}" for cfg, mates in shared.items()]
     if server_problems:
         out.append("configs that crashed or could not run:")

@@ -73,6 +73,19 @@ def inventory(nvml: ModuleType | None = None) -> list[Gpu] | None:
         return None
 
 
+def gpu_processes(uuids: list[str], nvml: ModuleType | None = None) -> dict[str, list[tuple[int, float]]]:
+    """The compute processes NVML lists on each of these GPUs: uuid -> [(pid, GB used)]; empty without NVML."""
+    nvml = nvml or load_nvml()
+    out: dict[str, list[tuple[int, float]]] = {}
+    if nvml is None:
+        return out
+    for uuid in uuids:
+        with contextlib.suppress(Exception):  # a GPU or driver that cannot say is left out
+            procs = nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByUUID(uuid))
+            out[uuid] = [(int(p.pid), round(float(p.usedGpuMemory or 0) / 2**30, 1)) for p in procs]
+    return out
+
+
 def slug(name: str) -> str:
     """`NVIDIA RTX PRO 6000 Blackwell Workstation Edition` -> `rtx-pro-6000-blackwell`."""
     s = name.lower().replace("nvidia", "")

@@ -332,3 +332,51 @@ def test_sigkill_of_the_xdist_controller_leaves_no_orphan(pytester: pytest.Pytes
     assert report(pytester, "r.json")["servers"]["tp8"]["gpus"] == list(range(8))
     pytester.runpytest("--glm5-stop-servers")
     assert_no_server_left(model, wait=10.0)
+
+
+FAKE_NVML = """
+GPUS = 8
+BUSY = {busy}  # index -> (pid, bytes): a process already on that GPU
+def nvmlInit(): pass
+def nvmlSystemGetDriverVersion(): return "580.82"
+def nvmlDeviceGetCount(): return GPUS
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetHandleByUUID(u): return int(u.rsplit("-", 1)[1])
+def nvmlDeviceGetUUID(h): return f"GPU-fake-{{h}}"
+def nvmlDeviceGetName(h): return "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+def nvmlDeviceGetCudaComputeCapability(h): return (12, 0)
+class _Mem:
+    total = 96 * 2**30
+def nvmlDeviceGetMemoryInfo(h): return _Mem()
+class _Proc:
+    def __init__(self, pid, used): self.pid, self.usedGpuMemory = pid, used
+def nvmlDeviceGetComputeRunningProcesses(h): return [_Proc(*BUSY[h])] if h in BUSY else []
+"""
+
+
+def test_a_process_already_on_the_leased_gpus_is_named(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    """Real GPUs (a fake NVML here): someone's job already on a leased GPU is said, and every verdict names it."""
+    squatter = subprocess.Popen(["sleep", "120"])
+    try:
+        pytester.makepyfile(fake_nvml_leases=FAKE_NVML.format(busy={1: (squatter.pid, 12 * 2**30)}))
+        pytester.syspathinsert()
+        monkeypatch.setenv("GLM5_NVML_MODULE", "fake_nvml_leases")
+        monkeypatch.setenv("GLM5_LEASE_DIR", str(tmp_path / "leases"))
+        model = write_configs(pytester, "[config.tp2]\nflags = { tp-size = 2 }\n")
+        pytester.makepyfile(POINTS)
+        result = pytester.runpytest("--glm5-report", "r.json", "-k", "tp2-1")
+        assert result.ret == 0, result.stdout.str()
+        line = f"pid {squatter.pid} (sleep) on GPU 1, 12 GB, outside pytest-glm5's leases"
+        result.stdout.fnmatch_lines([f"tp2: its GPUs are not free: {line}; its numbers may be skewed*",
+                                     "tp2: launched pid * on GPUs 0,1 in *",
+                                     "measured while other servers or processes used this machine's GPUs (1 config;*",
+                                     f"  tp2 beside pid {squatter.pid} (sleep) on GPU 1"])
+        doc = report(pytester, "r.json")
+        assert doc["servers"]["tp2"]["outside"] == [line]
+        assert doc["verdicts"][0]["provenance"]["cotenants"] == [line]
+        assert json.loads((tmp_path / "leases" / "gpu-leases.json").read_text())["leases"] == {}
+        assert_no_server_left(model)
+    finally:
+        squatter.kill()
+        squatter.wait()
