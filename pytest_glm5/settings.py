@@ -239,13 +239,14 @@ class Settings:
                 continue
             if s.parse is None or isinstance(value, bool):
                 return Resolved(value, where)
-            try:
-                if isinstance(value, list):  # a repeatable option
-                    return Resolved([s.parse(str(v).strip()) for v in value], where)
-                return Resolved(s.parse(str(value).strip()), where)
-            except ValueError as exc:
-                reason = str(exc) if str(exc).startswith(("must", "is", "has")) else "must be a number > 0"
-                raise SettingsError(f"{where} = {value!r} {reason}") from None
+            parsed = []
+            for one in value if isinstance(value, list) else [value]:  # a repeatable option: each value
+                try:
+                    parsed.append(s.parse(str(one).strip()))
+                except ValueError as exc:
+                    reason = str(exc) if str(exc).startswith(("must", "is", "has")) else "must be a number > 0"
+                    raise SettingsError(f"{where} = {one!r} {reason}") from None
+            return Resolved(parsed if isinstance(value, list) else parsed[0], where)
         return Resolved(s.default, "default")
 
     def __getitem__(self, name: str) -> Any:
