@@ -377,7 +377,8 @@ class LoadRunner:
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=workload.request_timeout_s)
         try:
-            async with await self._post(session, self.url + path, orjson.dumps(body), timeout) as resp:
+            async with await self._post(session, self.url + path, orjson.dumps(body), timeout,
+                                        workload.concurrency + STALE_RETRIES) as resp:
                 if resp.status != 200:
                     text = (await resp.text())[:200].replace("\n", " ")
                     rec.error = f"HTTP {resp.status}: {text}"
@@ -410,10 +411,13 @@ class LoadRunner:
         return rec
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: bytes,
-                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
-        # A kept-alive connection the server has closed fails before the request is sent (llama-server
-        # closes idle ones): such a request never reached the server, so it is sent once more.
-        for _ in range(STALE_RETRIES):
+                    timeout: aiohttp.ClientTimeout, tries: int) -> aiohttp.ClientResponse:
+        # A kept-alive connection the server has closed fails before the request is sent (llama-server closes
+        # idle ones, and each after a few requests): such a request never reached the server, so it is sent again.
+        # Each failure drops one stale connection from the pool, which holds at most one per request ever in
+        # flight: `tries` (concurrency + a few) always reaches a fresh connection. Seen in CI: one request at
+        # concurrency 8 met four stale connections in a row when three tries were allowed.
+        for _ in range(tries - 1):
             try:
                 return await session.post(url, data=body, headers=_JSON, timeout=timeout)
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):

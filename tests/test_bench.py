@@ -102,3 +102,39 @@ def test_unusable_server_is_one_clear_error_before_measuring(sim_factory: Callab
     with pytest.raises(BenchError, match=r"refuses every request shape tried: token-id prompts, ignore_eos: HTTP 500"):
         run_workload(s.url, Workload(concurrency=64, num_prompts=5000))
     assert time.monotonic() - t < 5 and s.metric("sglang:num_requests_total") == 1  # only its own warmup ran
+
+
+class _StalePool:
+    """A session whose first `stale` posts meet connections the server already closed."""
+
+    def __init__(self, stale: int) -> None:
+        self.stale = stale
+        self.posts = 0
+
+    async def post(self, url: str, **kw: object) -> str:
+        import aiohttp
+
+        self.posts += 1
+        if self.posts <= self.stale:
+            raise aiohttp.ClientOSError(None, "Can not write request body")
+        return "response"
+
+
+def test_a_request_gets_past_every_stale_pooled_connection() -> None:
+    """At concurrency 8 the pool can hold eight connections the server closed (CI saw four in a row): the request
+    reaches a fresh one; a server that never takes it still ends the tries."""
+    import asyncio
+
+    import aiohttp
+
+    from pytest_glm5.loadgen import STALE_RETRIES, LoadRunner
+
+    runner = LoadRunner("http://127.0.0.1:1")
+    timeout = aiohttp.ClientTimeout(total=1)
+    stale = _StalePool(8)
+    got = asyncio.run(runner._post(stale, "u", b"{}", timeout, 8 + STALE_RETRIES))  # type: ignore[arg-type]
+    assert got == "response" and stale.posts == 9
+    dead = _StalePool(10**6)
+    with pytest.raises(aiohttp.ClientOSError):
+        asyncio.run(runner._post(dead, "u", b"{}", timeout, 8 + STALE_RETRIES))  # type: ignore[arg-type]
+    assert dead.posts == 8 + STALE_RETRIES
