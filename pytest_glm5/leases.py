@@ -92,7 +92,6 @@ class Lease:
     devices: list[Device]
     waited_s: float = 0.0
     server_pid: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def indices(self) -> list[int]:
@@ -248,20 +247,17 @@ class LeaseBook:
     def bind(self, lease: Lease, pid: int, create_time: float) -> None:
         """The lease is now also held by its server process (it outlives a killed owner until reaped)."""
         lease.server_pid = pid
-
-        def put(d: Tables) -> None:
-            for dev in lease.devices:
-                if dev.uuid in d[LEASES]:
-                    d[LEASES][dev.uuid].update(server_pid=pid, server_create_time=create_time)
-
-        self.table.update(put)
+        self._mark(lease, server_pid=pid, server_create_time=create_time)
 
     def keep(self, lease: Lease) -> None:
         """The server outlives this run: its GPUs are its own until another launch needs them."""
+        self._mark(lease, kept=True)
+
+    def _mark(self, lease: Lease, **fields: Any) -> None:
         def put(d: Tables) -> None:
             for dev in lease.devices:
                 if dev.uuid in d[LEASES]:
-                    d[LEASES][dev.uuid]["kept"] = True
+                    d[LEASES][dev.uuid].update(fields)
 
         self.table.update(put)
 

@@ -54,3 +54,27 @@ def report(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, An
     """The --glm5-report JSON written by the last run."""
     data: dict[str, Any] = json.loads(Path(pytester.path / name).read_text())
     return data
+
+
+# pynvml's API as far as the plugin uses it, over GPUS = [(name, (major, minor))]: the tests' NVML
+# (GLM5_NVML_MODULE). BUSY maps a GPU index to (pid, bytes) of a compute process on it; append `BUSY = {...}`.
+FAKE_NVML = """
+GPUS = {gpus}
+BUSY = {{}}
+def nvmlInit(): pass
+def nvmlSystemGetDriverVersion(): return "580.82"
+def nvmlDeviceGetCount(): return len(GPUS)
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetHandleByUUID(u): return int(u.rsplit("-", 1)[1])
+def nvmlDeviceGetUUID(h): return "GPU-fake-" + str(h)
+def nvmlDeviceGetName(h): return GPUS[h][0]
+def nvmlDeviceGetCudaComputeCapability(h): return GPUS[h][1]
+class _Mem:
+    total = 96 * 2**30
+def nvmlDeviceGetMemoryInfo(h): return _Mem()
+def nvmlDeviceGetCurrPcieLinkGeneration(h): return 5
+def nvmlDeviceGetCurrPcieLinkWidth(h): return 16
+class _Proc:
+    def __init__(self, pid, used): self.pid, self.usedGpuMemory = pid, used
+def nvmlDeviceGetComputeRunningProcesses(h): return [_Proc(*BUSY[h])] if h in BUSY else []
+"""

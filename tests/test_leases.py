@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plugin_helpers import assert_no_server_left, report, write_configs
+from plugin_helpers import FAKE_NVML, assert_no_server_left, report, write_configs
 
 from pytest_glm5.leases import Device, LeaseBook, LeaseError, emulated, visible
 from pytest_glm5.spec.sglang import flag_args, gpus_needed
@@ -334,32 +334,14 @@ def test_sigkill_of_the_xdist_controller_leaves_no_orphan(pytester: pytest.Pytes
     assert_no_server_left(model, wait=10.0)
 
 
-FAKE_NVML = """
-GPUS = 8
-BUSY = {busy}  # index -> (pid, bytes): a process already on that GPU
-def nvmlInit(): pass
-def nvmlSystemGetDriverVersion(): return "580.82"
-def nvmlDeviceGetCount(): return GPUS
-def nvmlDeviceGetHandleByIndex(i): return i
-def nvmlDeviceGetHandleByUUID(u): return int(u.rsplit("-", 1)[1])
-def nvmlDeviceGetUUID(h): return f"GPU-fake-{{h}}"
-def nvmlDeviceGetName(h): return "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
-def nvmlDeviceGetCudaComputeCapability(h): return (12, 0)
-class _Mem:
-    total = 96 * 2**30
-def nvmlDeviceGetMemoryInfo(h): return _Mem()
-class _Proc:
-    def __init__(self, pid, used): self.pid, self.usedGpuMemory = pid, used
-def nvmlDeviceGetComputeRunningProcesses(h): return [_Proc(*BUSY[h])] if h in BUSY else []
-"""
-
-
 def test_a_process_already_on_the_leased_gpus_is_named(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path) -> None:
     """Real GPUs (a fake NVML here): someone's job already on a leased GPU is said, and every verdict names it."""
     squatter = subprocess.Popen(["sleep", "120"])
     try:
-        pytester.makepyfile(fake_nvml_leases=FAKE_NVML.format(busy={1: (squatter.pid, 12 * 2**30)}))
+        rtx = [("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0))] * 8
+        busy = f"BUSY = {{1: ({squatter.pid}, 12 * 2**30)}}\n"  # someone's job on GPU 1
+        pytester.makepyfile(fake_nvml_leases=FAKE_NVML.format(gpus=rtx) + busy)
         pytester.syspathinsert()
         monkeypatch.setenv("GLM5_NVML_MODULE", "fake_nvml_leases")
         monkeypatch.setenv("GLM5_LEASE_DIR", str(tmp_path / "leases"))

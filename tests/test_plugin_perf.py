@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from plugin_helpers import assert_no_server_left, model_of, write_configs
+from plugin_helpers import FAKE_NVML, assert_no_server_left, model_of, write_configs
 
 PERF_TEST = """
 import pytest
@@ -137,21 +137,6 @@ def test_emulator_never_touches_real_hardware_baselines(pytester: pytest.Pyteste
     result = pytester.runpytest("--glm5-sim", "--glm5-sim-time-scale", "0.5", "--glm5-sim-profile", "tiny")
     result.stdout.fnmatch_lines(["*new metrics without a baseline (2):*"])
 
-
-FAKE_NVML = """
-GPUS = {gpus}
-def nvmlInit(): pass
-def nvmlSystemGetDriverVersion(): return "580.82"
-def nvmlDeviceGetCount(): return len(GPUS)
-def nvmlDeviceGetHandleByIndex(i): return i
-def nvmlDeviceGetName(h): return GPUS[h][0]
-def nvmlDeviceGetCudaComputeCapability(h): return GPUS[h][1]
-class _Mem:
-    total = 96 * 2**30
-def nvmlDeviceGetMemoryInfo(h): return _Mem()
-def nvmlDeviceGetCurrPcieLinkGeneration(h): return 5
-def nvmlDeviceGetCurrPcieLinkWidth(h): return 16
-"""
 
 GATED = """
 import pytest
