@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +61,7 @@ class Build:
     """One build of the engine."""
 
     name: str
-    python: str = field(default_factory=lambda: sys.executable)
+    python: str = ""  # '' = the engine's own default (for SGLang: the first Python that imports it)
     env: dict[str, str] = field(default_factory=dict)
     patches: tuple[str, ...] = ()
     description: str = ""
@@ -92,10 +91,10 @@ def load_builds(path: Path) -> dict[str, Build]:
         unknown = sorted(set(table) - BUILD_KEYS)
         if unknown:
             raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(BUILD_KEYS))}")
-        python = table.get("python", sys.executable)
+        python = table.get("python", "")
         env = table.get("env", {})
         patches = table.get("patches", [])
-        if not isinstance(python, str) or not python:
+        if not isinstance(python, str) or ("python" in table and not python):
             raise ConfigError(f"{where}: python must be the path of the build's Python, got {python!r}")
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise ConfigError(f"{where}: env must be a table of strings, got {env!r}")

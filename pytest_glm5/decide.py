@@ -19,6 +19,8 @@ from .metrics import higher_is_better, summarize_repeats
 from .stats import Comparison, ab_decision, benjamini_hochberg, compare, launches_needed, spent
 
 EMULATOR_BOUND = "emulator-bound"
+CLIENT_BOUND = "client-bound"  # the load client's own delay is too large a share of the figure: not judged
+NOT_JUDGED = (EMULATOR_BOUND, CLIENT_BOUND)
 NOISY = "noisy"
 KNOWN_COST = "known cost"
 AB_TOLERANCE = 0.02  # the practical threshold of an A/B without baselines: a smaller change never fails

@@ -19,6 +19,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from . import proxies
+from .clientload import ClientLoad, ClientMonitor
 from .metrics import RequestRecord, compute_metrics, first_errors, percentile
 
 PROTOCOLS = ("sglang", "openai")
@@ -26,6 +28,7 @@ PREFLIGHT_TIMEOUT_S = 5.0
 _JSON = {"Content-Type": "application/json"}
 STALE_RETRIES = 3
 PROBE_TRIES = 8
+FLUSH_TRIES = 3
 
 
 class BenchError(Exception):
@@ -122,6 +125,9 @@ class BenchResult:
     build: str = ""
     lag_s: float | None = None  # seconds an emulator fell behind its own model during the run (None: not known)
     cotenants: list[str] = field(default_factory=list)  # other servers holding GPUs of the machine meanwhile
+    client: ClientLoad | None = None  # what the load client cost itself over the measured window
+    cache_note: str | None = None  # the prefix cache could not be flushed before the window: it says why
+    pauses: list[str] = field(default_factory=list)  # stalls the server's log explained (JIT compiles)
 
     @property
     def failed(self) -> int:
@@ -155,6 +161,9 @@ class BenchResult:
             "build": self.build,
             "emulator_lag_s": self.lag_s,
             "cotenants": self.cotenants,
+            "client": self.client.to_dict() if self.client is not None else None,
+            "cache_note": self.cache_note,
+            "pauses": self.pauses,
             "distributions": self.distributions(),
         }
         if details:
@@ -290,7 +299,7 @@ class LoadRunner:
     """Runs Workloads against one server URL over a shared HTTP session."""
 
     def __init__(self, url: str, stop_check: Callable[[], str | None] | None = None,
-                 model_hint: str | None = None) -> None:
+                 model_hint: str | None = None, busy_check: Callable[[], str | None] | None = None) -> None:
         self.url = url.rstrip("/")
         self.stop_check = stop_check
         self.model_hint = model_hint
@@ -304,6 +313,9 @@ class LoadRunner:
         self.shape = RequestShape()
         self.last_progress = time.perf_counter()
         self.stall_timeout_s: float | None = None
+        self.cache_note: str | None = None  # why the prefix cache was not flushed before the measured window
+        self.busy_check = busy_check  # a stall the server's log explains (it compiles) is a pause, not a hang
+        self.pauses: list[str] = []
 
     async def preflight(self, session: aiohttp.ClientSession, workload: Workload) -> None:
         """Reach the server within 5 s and learn its model id, or raise BenchError."""
@@ -353,8 +365,9 @@ class LoadRunner:
         raise BenchError(f"{self.url} refuses every request shape tried{hint}: " + " | ".join(tried))
 
     async def fetch_server_info(self, session: aiohttp.ClientSession) -> dict[str, Any]:
-        """The server's /server_info (SGLang) or /props (llama.cpp); empty when it has neither."""
-        for path in ("/server_info", "/props"):
+        """The server's /server_info (SGLang; /get_server_info before 0.5) or /props (llama.cpp); empty when it has
+        none of them."""
+        for path in ("/server_info", "/get_server_info", "/props"):
             try:
                 async with session.get(self.url + path, timeout=aiohttp.ClientTimeout(total=10)) as resp:
                     if resp.status == 200:
@@ -378,7 +391,7 @@ class LoadRunner:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=workload.request_timeout_s)
         try:
             async with await self._post(session, self.url + path, orjson.dumps(body), timeout,
-                                        workload.concurrency + STALE_RETRIES) as resp:
+                                        workload.concurrency + STALE_RETRIES, rec) as resp:
                 if resp.status != 200:
                     text = (await resp.text())[:200].replace("\n", " ")
                     rec.error = f"HTTP {resp.status}: {text}"
@@ -411,7 +424,7 @@ class LoadRunner:
         return rec
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: bytes,
-                    timeout: aiohttp.ClientTimeout, tries: int) -> aiohttp.ClientResponse:
+                    timeout: aiohttp.ClientTimeout, tries: int, rec: RequestRecord) -> aiohttp.ClientResponse:
         # A kept-alive connection the server has closed fails before the request is sent (llama-server closes
         # idle ones, and each after a few requests): such a request never reached the server, so it is sent again.
         # Each failure drops one stale connection from the pool, which holds at most one per request ever in
@@ -419,10 +432,10 @@ class LoadRunner:
         # concurrency 8 met four stale connections in a row when three tries were allowed.
         for _ in range(tries - 1):
             try:
-                return await session.post(url, data=body, headers=_JSON, timeout=timeout)
+                return await session.post(url, data=body, headers=_JSON, timeout=timeout, trace_request_ctx=rec)
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
                 continue  # The broken connection is dropped from the pool; the next try may get another.
-        return await session.post(url, data=body, headers=_JSON, timeout=timeout)
+        return await session.post(url, data=body, headers=_JSON, timeout=timeout, trace_request_ctx=rec)
 
     async def _phase(
         self, session: aiohttp.ClientSession, workload: Workload, prompts: list[list[int]], output_len: int
@@ -454,6 +467,12 @@ class LoadRunner:
             reason = self.stop_check() if self.stop_check else None
             quiet = time.perf_counter() - self.last_progress
             if not reason and self.stall_timeout_s is not None and quiet > self.stall_timeout_s:
+                busy = self.busy_check() if self.busy_check is not None else None
+                if busy:
+                    # The server says it compiles: give it another stall timeout, and keep the line for the record.
+                    self.pauses.append(f"no token for {quiet:.0f} s while the server compiled: {busy}")
+                    self.last_progress = time.perf_counter()
+                    continue
                 self.stalled = True
                 reason = f"stalled: no token from any of {self._in_flight} requests for {quiet:.0f} s"
             if reason:
@@ -467,7 +486,12 @@ class LoadRunner:
         """Warm up, flush the cache, then measure one closed-loop window."""
         self.stall_timeout_s = workload.stall_timeout_s
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
-        async with aiohttp.ClientSession(connector=connector) as session:
+        # The moment each body is written: the client's own delay before the server can see the request.
+        trace = aiohttp.TraceConfig()
+        trace.on_request_chunk_sent.append(_stamp_sent)
+        # A server on this machine is reached directly; one elsewhere through the proxy the environment names.
+        async with aiohttp.ClientSession(connector=connector, trust_env=not proxies.is_local(self.url),
+                                         trace_configs=[trace]) as session:
             await self.preflight(session, workload)
             await self.probe(session, workload)
             if workload.warmup:
@@ -477,13 +501,15 @@ class LoadRunner:
                 if warm and not self.aborted and not any(r.success for r in warm):
                     raise BenchError(f"every warmup request failed: {first_errors(warm, 1)[0]}")
                 if workload.flush_cache and workload.protocol == "sglang":
-                    await self._flush(session)
+                    self.cache_note = await self._flush(session)
             self.max_in_flight = 0
             prompts = make_prompts(workload, workload.num_prompts)
             started_at = time.time()
             t0 = time.perf_counter()
+            monitor = ClientMonitor().start()
             records = [] if self.aborted else await self._phase(session, workload, prompts, workload.output_len)
             duration = time.perf_counter() - t0
+            client = monitor.stop([r.sent - r.start for r in records if r.sent])
             metrics = compute_metrics(records, duration, t0)
             metrics["failed"] = float(workload.num_prompts - metrics["completed"])
             return BenchResult(
@@ -499,18 +525,39 @@ class LoadRunner:
                 in_flight_at_abort=self.in_flight_at_abort,
                 stalled=self.stalled,
                 shape=self.shape,
+                client=client,
+                cache_note=self.cache_note,
+                pauses=list(self.pauses),
             )
 
-    async def _flush(self, session: aiohttp.ClientSession) -> None:
-        try:
-            async with session.post(self.url + "/flush_cache", timeout=aiohttp.ClientTimeout(total=60)) as resp:
-                await resp.read()
-        except (aiohttp.ClientError, TimeoutError):
-            pass  # An engine without a prefix cache to flush is still measurable.
+    async def _flush(self, session: aiohttp.ClientSession) -> str | None:
+        """Empty the prefix cache; the reason it stayed warm, if it did."""
+        said = ""
+        for attempt in range(FLUSH_TRIES):
+            try:
+                async with session.post(self.url + "/flush_cache", timeout=aiohttp.ClientTimeout(total=60)) as resp:
+                    text = (await resp.text())[:120].replace("\n", " ").strip()
+                    if resp.status == 200:
+                        return None
+                    if resp.status == 404:
+                        return "no /flush_cache here (HTTP 404): measured with whatever the server's cache holds"
+                    said = f"HTTP {resp.status}: {text}"
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                said = f"{exc.__class__.__name__}: {exc}".rstrip(": ")
+            # SGLang refuses while requests still run (the warmup's last ones may): ask again shortly.
+            if attempt < FLUSH_TRIES - 1:
+                await asyncio.sleep(1.0)
+        return f"/flush_cache failed {FLUSH_TRIES} times ({said}): measured with a warm prefix cache"
+
+
+async def _stamp_sent(session: aiohttp.ClientSession, ctx: Any, params: aiohttp.TraceRequestChunkSentParams) -> None:
+    rec = ctx.trace_request_ctx
+    if isinstance(rec, RequestRecord) and not rec.sent:
+        rec.sent = time.perf_counter()
 
 
 def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | None] | None = None,
-                 model_hint: str | None = None) -> BenchResult:
+                 model_hint: str | None = None, busy_check: Callable[[], str | None] | None = None) -> BenchResult:
     """Run one Workload against url from synchronous code (the CLI and the pytest plugin)."""
     # A full collection of thousands of live streams pauses the client for tens of ms mid-run: collect
     # once before, then only the young generations while measuring.
@@ -518,6 +565,6 @@ def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | No
     threshold = gc.get_threshold()
     gc.set_threshold(threshold[0], threshold[1], 1_000_000)
     try:
-        return asyncio.run(LoadRunner(url, stop_check, model_hint).run(workload))
+        return asyncio.run(LoadRunner(url, stop_check, model_hint, busy_check).run(workload))
     finally:
         gc.set_threshold(*threshold)

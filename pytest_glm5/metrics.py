@@ -54,6 +54,7 @@ class RequestRecord:
 
     start: float
     prompt_len: int
+    sent: float = 0.0  # when its body was written (the client's own delay is sent - start)
     success: bool = False
     ttft: float = 0.0
     latency: float = 0.0

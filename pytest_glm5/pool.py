@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,12 @@ from .process import (
     launch,
     same_process,
     stop,
+    tree_pids,
 )
 from .records import KEPT, LAUNCHED, RecordStore, Tables, owner
+from .telemetry import wait_released
+
+GPU_RELEASE_TIMEOUT_S = 120.0  # a stopped server's GPU memory is back within seconds; past this it is said
 
 
 @dataclass
@@ -113,8 +118,11 @@ class ServerPool:
         try:
             if build is not None:
                 engine.build_env = dict(build.env)
-                if hasattr(engine, "python"):
+                if build.python and hasattr(engine, "python"):
                     engine.python = build.python
+                elif not build.python:
+                    # The engine's own Python (SGLang: the first that imports it); one without any: ours.
+                    build = replace(build, python=getattr(engine, "python", sys.executable))
                 engine.build_identity = self.identify(build) if self.identify is not None else {}
             version = engine.version()
             fp = config.fingerprint(version, model, {**engine.fingerprint_extra(), "build": engine.build_identity})
@@ -350,8 +358,14 @@ class ServerPool:
                 return
             self._say(handle.config.name, f"stopped pid {handle.pid} to free the GPUs for {next_config} (one live "
                                           "server at a time; the run's last server is the one kept)")
+        tree = tree_pids(handle.pid) if handle.pid is not None else set()
         stop(handle, self.settings.stop_timeout)
         self._forget_launched(handle.record)
+        if lease is not None:
+            # The port is free once the server exits; its GPU memory a moment later. The next launch waits for it.
+            held = wait_released([d.uuid for d in lease.devices], tree, GPU_RELEASE_TIMEOUT_S)
+            if held:
+                self._say(handle.config.name, held)
         self._release_lease(lease)
 
     def close(self) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import psutil
 
-from . import forensics
+from . import forensics, proxies
 from .configs import ServerConfig
 from .engines.base import Engine
 
@@ -57,7 +57,7 @@ def who_listens(port: int) -> str:
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
     """GET url; (status, body), with status 0 when nothing answered."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with proxies.opener(url).open(url, timeout=timeout) as resp:
             return int(resp.status), resp.read()
     except urllib.error.HTTPError as exc:
         return int(exc.code), b""
@@ -69,6 +69,15 @@ def _pdeathsig() -> None:
     # Linux: the server gets SIGKILL when the pytest that launched it dies, even by SIGKILL.
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def tree_pids(pid: int) -> set[int]:
+    """The process and all its descendants now (empty once it is gone)."""
+    try:
+        proc = psutil.Process(pid)
+        return {pid, *(c.pid for c in proc.children(recursive=True))}
+    except psutil.Error:
+        return set()
 
 
 def kill_tree(pid: int, timeout: float) -> None:
@@ -177,12 +186,13 @@ class ServerHandle:
         return Path(self.record.log_path) if self.record.log_path else None
 
     def server_info(self) -> dict[str, Any]:
-        """The engine's info endpoint (`/server_info` for SGLang; empty if it has none)."""
-        status, body = http_get(self.url + self.engine.info_path, timeout=10)
-        if status != 200:
-            return {}
-        with contextlib.suppress(ValueError):
-            return dict(json.loads(body))
+        """The engine's info endpoint (`/server_info` for SGLang, `/get_server_info` for older ones; empty if it has
+        none)."""
+        for path in (self.engine.info_path, *self.engine.info_fallbacks):
+            status, body = http_get(self.url + path, timeout=10)
+            if status == 200:
+                with contextlib.suppress(ValueError):
+                    return dict(json.loads(body))
         return {}
 
     def exit_code(self) -> int | None:

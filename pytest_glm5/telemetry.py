@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import os
 import re
+import time
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -84,6 +85,29 @@ def gpu_processes(uuids: list[str], nvml: ModuleType | None = None) -> dict[str,
             procs = nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByUUID(uuid))
             out[uuid] = [(int(p.pid), round(float(p.usedGpuMemory or 0) / 2**30, 1)) for p in procs]
     return out
+
+
+def wait_released(uuids: list[str], pids: set[int], timeout_s: float, nvml: ModuleType | None = None,
+                  poll_s: float = 0.5) -> str | None:
+    """Wait until NVML lists none of these (stopped) processes on these GPUs: the driver frees a dead process's
+    memory a moment after it exits, and the next 8 x 60 GB load must not start into it. The problem, if the memory
+    is still held after timeout_s (None: released, or NVML cannot say)."""
+    nvml = nvml or load_nvml()
+    if nvml is None or not uuids or not pids:
+        return None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        held = [(uuid, pid, gb) for uuid, procs in gpu_processes(uuids, nvml).items() for pid, gb in procs
+                if pid in pids]
+        if not held:
+            return None
+        if time.monotonic() >= deadline:
+            total = sum(gb for _, _, gb in held)
+            return (f"{len(held)} process(es) of the stopped server still hold {total:.1f} GB on "
+                    f"{len({u for u, _, _ in held})} GPU(s) {timeout_s:.0f} s after it stopped (pids "
+                    f"{', '.join(str(p) for p in sorted({p for _, p, _ in held}))}); the next launch may run out of "
+                    "memory")
+        time.sleep(poll_s)
 
 
 def slug(name: str) -> str:

@@ -33,11 +33,28 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
         code = server.exit_code()
         return None if code is None else f"server exited ({forensics.describe_exit(code)})"
 
+    log = server.log_path
+    seen = [log.stat().st_size if log and log.exists() else 0]
+    open_compile: list[str | None] = [None]
+
+    def compiling() -> str | None:
+        # A stall is a pause while the log says a compile is under way: a new compile line since the last look, or
+        # a started one (FlashInfer's "Loading JIT ops") not yet finished. An old, finished one excuses nothing.
+        if log is None or not log.exists():
+            return None
+        size = log.stat().st_size
+        lines = _read_from(log, seen[0])
+        seen[0] = size
+        news = [ln for ln in lines if server.engine.compiling_line([ln])]
+        for line in news:
+            open_compile[0] = None if "Finished" in line else line.strip()
+        return server.engine.compiling_line(news) or open_compile[0]
+
     nvml = load_nvml()
     sampler = Sampler(nvml).start() if nvml is not None else None
     behind = server.engine.lag_seconds(server.url)
     try:
-        result = run_workload(server.url, workload, stop_check=died, model_hint=server.model)
+        result = run_workload(server.url, workload, stop_check=died, model_hint=server.model, busy_check=compiling)
     except BenchError as exc:
         code = server.exit_code()
         if code is not None:

@@ -43,8 +43,10 @@ class Engine(ABC):
     protocol = "sglang"
     ready_paths: tuple[str, ...] = ("/ready", "/health_generate")
     info_path = "/server_info"  # the server's identity and resolved settings
+    info_fallbacks: tuple[str, ...] = ()  # older versions' paths of the same document
     # (label, regex) pairs: log lines that explain a death. Data, so each engine keeps its own.
     fatal_patterns: tuple[tuple[str, str], ...] = ()
+    compiling_patterns: tuple[tuple[str, str], ...] = ()  # log lines that say the server is compiling, not hung
     # Signal that makes a hung server write its stacks to its log (None: the engine has no such hook).
     stack_dump_signal: signal.Signals | None = None
     # The build's env (builds.py): what a patched build sets besides the config's own env.
@@ -85,6 +87,15 @@ class Engine(ABC):
                     out.append(f"[{label}] {line.rstrip()}")
                     break
         return out
+
+    def compiling_line(self, lines: list[str]) -> str | None:
+        """The last log line that says the server is compiling (a JIT pause is not a hang), with its label."""
+        compiled = [(label, re.compile(rx)) for label, rx in self.compiling_patterns]
+        for line in reversed(lines):
+            for label, rx in compiled:
+                if rx.search(line):
+                    return f"[{label}] {line.strip()}"
+        return None
 
     def compare(self, cfg: ServerConfig, model: str, info: dict[str, Any]) -> list[str]:
         """Differences between a running server's /server_info and the config (empty when it matches)."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
 import subprocess
 import sys
+from functools import cache
 from typing import Any
 
 from ..configs import ServerConfig
@@ -21,16 +24,63 @@ PREFLIGHT_CODE = (
     "prepare_server_args(sys.argv[1:])\n"
 )
 
+def _candidates() -> list[str]:
+    """This Python first, then each `python3` on PATH and the usual system places (the plugin's venv needs no
+    system site packages: SGLang is used where it is installed)."""
+    env = os.environ.get("GLM5_SGLANG_PYTHON")
+    if env:
+        return [env]
+    found = [sys.executable]
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        for name in ("python3", "python"):
+            path = os.path.join(folder, name)
+            if os.access(path, os.X_OK) and path not in found:
+                found.append(path)
+    found += [p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK) and p not in found]
+    return found
+
+
+@cache
+def find_python() -> str:
+    """The first Python that imports sglang (`GLM5_SGLANG_PYTHON` decides alone); this one if none does, so that
+    the version check says SGLang is missing."""
+    candidates = _candidates()
+    if importlib.util.find_spec("sglang") is not None and candidates[0] == sys.executable:
+        return sys.executable
+    for python in candidates:
+        try:
+            p = subprocess.run([python, "-c", "import importlib.util as u, sys; "
+                                "sys.exit(0 if u.find_spec('sglang') else 1)"], capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if p.returncode == 0:
+            return python
+    return candidates[0]
+
+
 class SGLangEngine(Engine):
     """The real SGLang server, in the same or another Python environment."""
 
     name = "sglang"
     fatal_patterns = spec.FATAL_PATTERNS
+    compiling_patterns = spec.COMPILING_PATTERNS
     info_path = spec.INFO_PATH
+    info_fallbacks = spec.INFO_FALLBACKS
     ready_paths = spec.READY_PATHS
 
     def __init__(self, python: str | None = None) -> None:
-        self.python = python or sys.executable
+        self._python = python
+
+    @property
+    def python(self) -> str:
+        """The server's Python: the build's, else found where SGLang is importable (looked up on first use)."""
+        if self._python is None:
+            self._python = find_python()
+        return self._python
+
+    @python.setter
+    def python(self, value: str) -> None:
+        self._python = value
 
     def argv(self, cfg: ServerConfig, model: str, host: str, port: int) -> list[str]:
         """`sglang serve --model-path M <flags> --host H --port P`."""
@@ -43,8 +93,9 @@ class SGLangEngine(Engine):
     def version(self) -> str:
         """sglang's installed version in the server's Python."""
         return python_says(self.python, "import importlib.metadata as m; print(m.version('sglang'))",
-                           f"SGLang is not importable in {self.python}; install it (pip install "
-                           f"sglang=={spec.VERSION}) or run with --glm5-sim", timeout=60)
+                           f"SGLang is not importable in {self.python} (nor in any python3 on PATH); install it "
+                           f"(pip install sglang=={spec.VERSION}), name its Python in GLM5_SGLANG_PYTHON or a "
+                           "[build.NAME] python, or run with --glm5-sim", timeout=60)
 
     def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> Preflight:
         """Run SGLang's own prepare_server_args on the argv in the server's Python (seconds, no GPU)."""

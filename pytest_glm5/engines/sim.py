@@ -6,10 +6,9 @@ import contextlib
 import io
 import signal
 import sys
-import urllib.request
 from typing import Any
 
-from .. import __version__
+from .. import __version__, proxies
 from ..configs import ServerConfig
 from ..sim.args import build_parser
 from ..spec import sglang as spec
@@ -21,7 +20,9 @@ class SimEngine(Engine):
 
     name = "sim"
     fatal_patterns = spec.FATAL_PATTERNS
+    compiling_patterns = spec.COMPILING_PATTERNS
     info_path = spec.INFO_PATH
+    info_fallbacks = spec.INFO_FALLBACKS
     ready_paths = spec.READY_PATHS
     stack_dump_signal = signal.SIGUSR1
 
@@ -63,7 +64,7 @@ class SimEngine(Engine):
     def lag_seconds(self, url: str) -> float | None:
         """`sglang:sim_behind_seconds_total` from /metrics (the config must enable metrics)."""
         try:
-            with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+            with proxies.opener(url).open(url + "/metrics", timeout=5) as resp:
                 body = resp.read().decode("utf-8", "replace")
         except (OSError, ValueError):
             return None

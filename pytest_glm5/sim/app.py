@@ -111,6 +111,7 @@ class SimServer:
         self.engine = AsyncEngine(self.scheduler, self.scale, on_step=self._on_step,
                                   max_wakeups_per_s=ns.sim_max_chunk_rate)
         self.engine.hang_after_tokens = ns.sim_hang_after_tokens
+        self.engine.jit_pause_s = ns.sim_jit_pause_s
         self.fault_rng = random.Random(seed + 7)
         self.faults: dict[str, float] = dict(ns.sim_fault)
         self.status = "Starting"

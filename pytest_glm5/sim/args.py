@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "tokens (token counts, TTFT and TPOT stay exact; ITL coarsens)")
     sim.add_argument("--sim-hang-after-tokens", type=int, default=None, metavar="N",
                      help="stop generating (HTTP stays up) once N tokens were generated: a hung scheduler")
+    sim.add_argument("--sim-jit-pause-s", type=float, default=0.0, metavar="S",
+                     help="pause S wall seconds, logging FlashInfer's JIT lines, the first time a decode batch is "
+                          "larger than any before (a kernel compiled for a new shape)")
     sim.add_argument("--sim-require-model-path", action="store_true",
                      help="fail like SGLang when --model-path does not exist (the emulator needs no weights)")
     sim.add_argument("--sim-openai-strict", action="store_true",

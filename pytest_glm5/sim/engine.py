@@ -193,6 +193,8 @@ class AsyncEngine:
         self.steps = 0
         self.coalesce = 1
         self.hang_after_tokens: int | None = None
+        self.jit_pause_s = 0.0  # wall seconds a decode batch of a size never seen before waits, as a JIT compile does
+        self.jit_seen = 0
         self._seq = 0
         self.scale = time_scale
         self.on_step = on_step
@@ -237,6 +239,15 @@ class AsyncEngine:
                 await self._wake.wait()
                 deadline = busy_since = loop.time()
                 continue
+            if self.jit_pause_s and step.kind == "decode" and len(step.batch) > self.jit_seen:
+                # FlashInfer compiles a kernel for a batch shape it has not met: its JIT logger says so, and the
+                # whole server waits (the load generator must not call that a hang).
+                self.jit_seen = len(step.batch)
+                name = f"fused_moe_fp4_sm120_bs{self.jit_seen}"
+                print(f"flashinfer.jit: Loading JIT ops: {name}", flush=True)
+                await asyncio.sleep(self.jit_pause_s)
+                print(f"flashinfer.jit: Finished loading JIT ops: {name}", flush=True)
+                deadline = busy_since = loop.time()
             deadline += step.duration_s * self.scale
             delay = deadline - loop.time()
             self.lag_s = max(0.0, -delay)

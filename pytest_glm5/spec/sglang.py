@@ -16,6 +16,8 @@ VERSION = "0.5.23"
 # `/server_info` holds the resolved args, `launch_command` and `version` (server's http_server.py);
 # `/get_server_info` is its deprecated alias.
 INFO_PATH = "/server_info"
+# SGLang before 0.5 (and some 0.5.x builds) serve the same document only here.
+INFO_FALLBACKS = ("/get_server_info",)
 READY_PATHS = ("/ready", "/health_generate")
 
 # Flags that 0.5.23 no longer accepts, with what replaced them (sglang.md section 4, server_args.py).
@@ -27,6 +29,13 @@ REMOVED_FLAGS: dict[str, str] = {
 }
 
 # Log lines that explain why an SGLang server died (shared/reference/campaign.md, sglang.md 5).
+# A server that says it compiles is busy, not hung: FlashInfer's JIT logger (flashinfer/jit/core.py), torch.compile's
+# inductor, and a ninja build's progress lines. A stall while the log grows with these is a pause.
+COMPILING_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("flashinfer-jit", r"flashinfer\.jit|Loading JIT ops|JIT compil"),
+    ("torch-compile", r"torch\._inductor|torch\.compile|[Cc]ompiling (graph|model|FX)"),
+    ("ninja", r"^\s*\[\d+/\d+\] .*(nvcc|c\+\+|Linking|Building)"),
+)
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     ("cuda-oom", r"CUDA out of memory|OutOfMemoryError"),
     ("illegal-memory-access", r"illegal memory access"),
