@@ -23,7 +23,7 @@ import re
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import tomlkit
@@ -305,6 +305,10 @@ class BaselineStore:
                      tuple(float(x) for x in entry.get("launches", [])),
                      float(entry["target"]) if "target" in entry else None)
 
+    def has_config(self, config: str) -> bool:
+        """Whether the file holds any entry of this config."""
+        return bool(self.doc.get(config))
+
     def metrics_of(self, config: str, scenario: str) -> list[str]:
         """The metrics the file holds for this config and scenario."""
         return list(self.doc.get(config, {}).get(scenario, {}).keys())
@@ -469,9 +473,21 @@ def _umask() -> int:
     return mask
 
 
-def baseline_path(root: Path, hardware: str, model: str) -> Path:
-    """`<root>/<hardware>/<model>.toml` with path-safe names."""
-    name = Path(model.rstrip("/")).name or model
+def model_key(model: str) -> str:
+    """The name a model's baselines and history are filed under, the same wherever the weights lie: `GLM-5-NVFP4`
+    for /models/GLM-5-NVFP4, for zai-org/GLM-5-NVFP4 and for a Hugging Face snapshot
+    .../models--zai-org--GLM-5-NVFP4/snapshots/3f2a9c1 (whose last folder is a commit hash)."""
+    parts = PurePath(model.rstrip("/")).parts
+    for i, part in enumerate(parts[:-1]):
+        if part.startswith("models--") and parts[i + 1] == "snapshots":
+            name = part[len("models--"):].split("--", 1)[-1]
+            break
+    else:
+        name = parts[-1] if parts else model
     name = name[: -len(".gguf")] if name.endswith(".gguf") else name  # a model file: its name, not its format
-    safe_model = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
-    return root / hardware / f"{safe_model}.toml"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "model"
+
+
+def baseline_path(root: Path, hardware: str, model: str) -> Path:
+    """`<root>/<hardware>/<model key>.toml` (model_key: the same file for every path to the same model)."""
+    return root / hardware / f"{model_key(model)}.toml"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from .baselines import (
     Verdict,
     baseline_path,
     judge,
+    model_key,
 )
 from .configs import ServerConfig
 from .decide import Look, per_launch
@@ -34,17 +35,43 @@ def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
     return None
 
 
+def _client_bound(results: Sequence[BenchResult]) -> Callable[[str, float], str | None]:
+    """For a metric and its tolerance: why the load client's own cost spoils these runs (None: it does not)."""
+
+    def why(metric: str, tolerance: float) -> str | None:
+        reasons = [r.client.why(metric, r.metrics, tolerance) for r in results if r.client is not None]
+        return next((x for x in reasons if x), None)
+
+    return why
+
+
+JUDGED = ("pass", "regression", "improvement", decide.NOISY, decide.KNOWN_COST)
+
+
 class GateError(Exception):
     """The gate cannot judge (no hardware key, a broken baselines file); the message says why and what to do."""
 
 
-def check_stores(root: Path, wanted: Iterable[tuple[str, str]]) -> None:
-    """Read the baselines file of each (hardware, model) now; GateError names the first that cannot be used."""
-    for path in {baseline_path(root, hw, model) for hw, model in wanted}:
+def check_stores(root: Path, wanted: dict[str, tuple[str, str]]) -> list[str]:
+    """Read the baselines file of each config's (hardware, model) now; GateError names the first that cannot be
+    used. Returns a line per file: which configs read it, and which of them it holds nothing for."""
+    users: dict[Path, list[str]] = {}
+    keys: dict[Path, str] = {}
+    for config, (hw, model) in wanted.items():
+        path = baseline_path(root, hw, model)
+        users.setdefault(path, []).append(config)
+        keys[path] = f"model key {model_key(model)} of {model}"
+    lines = []
+    for path, configs in users.items():
         try:
-            BaselineStore(path)
+            store = BaselineStore(path)
         except BaselineError as exc:
             raise GateError(str(exc)) from None
+        missing = [c for c in configs if not store.has_config(c)]
+        state = ("MISSING" if not path.exists() else
+                 f"nothing for {', '.join(missing)}" if missing else "an entry for each")
+        lines.append(f"baselines {path} ({keys[path]}) for {', '.join(configs)}: {state}")
+    return lines
 
 
 def workload_of(workload: Workload) -> dict[str, object]:
@@ -79,6 +106,7 @@ class PerfGate:
 
     root: Path
     strict: bool = False
+    require: bool = False  # a config with no baselines at all fails (CI=true): the gate never switches off silently
     statistics: Statistics = field(default_factory=Statistics)
     configs: dict[str, ServerConfig] = field(default_factory=dict)  # for compare_to
     stores: dict[Path, BaselineStore] = field(default_factory=dict)
@@ -122,7 +150,8 @@ class PerfGate:
         labels = [r.launch or "0" for r in results]
         behind = _behind(results, self.statistics.lag_limit)
         return self._judge(config, scenario, {m: [r.metrics[m] for r in results] for m in names}, labels,
-                           [r.build for r in results], store, path, prov, self.look(look), behind)
+                           [r.build for r in results], store, path, prov, self.look(look), behind,
+                           _client_bound(results))
 
     def judge_values(self, config: str, scenario: str, metric: str, samples: Sequence[float],
                      provenance: Provenance, launch: str = "0") -> Checked:
@@ -133,7 +162,7 @@ class PerfGate:
 
     def _judge(self, config: str, scenario: str, values: dict[str, list[float]], labels: list[str],
                builds: list[str], store: BaselineStore, path: Path, provenance: Provenance, look: Look,
-               behind: str | None) -> Checked:
+               behind: str | None, client: Callable[[str, float], str | None] | None = None) -> Checked:
         out: list[Verdict] = []
         failures: list[str] = []
         ab = self.statistics.ab
@@ -156,15 +185,29 @@ class PerfGate:
             else:
                 v = decide.against_reference(config, scenario, metric, samples, per_launch(samples, labels), bound,
                                              provenance.workload, look)
+            tolerance = bound.tolerance if bound is not None else store.default_tolerance()
+            starved = client(metric, tolerance) if client is not None and not ab else None
+            if starved and v.verdict in JUDGED:
+                # Never a regression and never a pass: the client, not the server, set this figure. (A new metric
+                # stays new: --update-baselines runs alone on the box, and the entry's provenance keeps the figures.)
+                v.verdict, v.note = decide.CLIENT_BOUND, starved
             v.provenance = provenance.as_entry()
             v.model = provenance.model
             out.append(v)
-            if v.verdict == "regression" and not v.stat:
-                failures.append(v.line())  # a provisional bound: the tolerance rule, at once
-            elif v.verdict == "new" and self.strict and not ab:
+            # A regression, provisional or statistical, fails its gate item at the end of the run (gatereport.py).
+            if v.verdict == "new" and self.strict and not ab:
                 failures.append(v.line() + f"; --glm5-strict-baselines needs an entry in {path}")
         # Noisy: another launch may decide it. A regression seen on one launch only is confirmed on a second (a host
         # hiccup hits one measurement); requiring more evidence never raises the false-alarm rate.
+        if not store.has_config(config) and all(v.verdict == "new" for v in out) and not ab:
+            loud = (f"NO BASELINES: {config} has no entry in {path} (hardware {provenance.hardware}, model key "
+                    f"{model_key(provenance.model)} of {provenance.model}): every metric reads new, nothing is gated")
+            for v in out:
+                v.note = loud
+            if self.require:
+                failures.append(loud + "; record them with --update-baselines, or set --glm5-baselines / the "
+                                "hardware key to where they are (this fails under CI=true or "
+                                "--glm5-require-baselines)")
         undecided = any(v.stat and (v.verdict == decide.NOISY or (v.verdict == "regression" and len(v.launches) < 2))
                         for v in out) and not look.last
         if self.strict and not undecided:
@@ -201,7 +244,8 @@ def versus_of(config: str, scenario: str, verdicts: Sequence[Verdict], everythin
     out = []
     for metric, v in mine.items():
         r = theirs.get(metric)
-        if r is None or not v.launches or not r.launches or v.verdict == decide.EMULATOR_BOUND:
+        if r is None or not v.launches or not r.launches or v.verdict in decide.NOT_JUDGED \
+                or r.verdict in decide.NOT_JUDGED:
             continue
         prior = [list(b.launches) for b in (v.bound, r.bound) if b is not None]
         tolerance = v.bound.tolerance if v.bound is not None else decide.AB_TOLERANCE

@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+
+from .baselines import model_key
 
 SUFFIX = ".jsonl"
 
@@ -33,9 +34,8 @@ class HistoryError(Exception):
 
 
 def store_path(root: Path, hardware: str, model: str) -> Path:
-    """`root/<hardware>/<model's last path part>.jsonl`, as baselines/ names its files."""
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(model.rstrip("/")).name or "model")
-    return root / hardware / f"{name}{SUFFIX}"
+    """`root/<hardware>/<model key>.jsonl`, as baselines/ names its files (baselines.model_key)."""
+    return root / hardware / f"{model_key(model)}{SUFFIX}"
 
 
 def run_records(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:

@@ -16,16 +16,17 @@ from typing import Any, NoReturn
 
 import pytest
 
-from . import exports, hookspecs
-from .baselines import Change
+from . import exports, gatereport, hookspecs, proxies
+from .baselines import Change, Verdict
 from .builds import Build, identity, load_builds, pick
 from .configs import ConfigError, ServerConfig, load_configs
 from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine, TransformersEngine
+from .engines.base import gpus_for
 from .forensics import known_issue_mismatch, tail
 from .gate import GateError, PerfGate, Statistics, check_stores, versus_all
 from .grouping import scope_of
 from .junit import properties, suite_level
-from .leases import Device, LeaseBook, LeaseError, book_for, default_lease_dir, emulated
+from .leases import Device, LeaseBook, LeaseError, book_for, default_lease_dir, emulated, visible
 from .loadgen import BenchResult
 from .merge import Merged, decide_family, join, merged_doc
 from .merge import update as update_baselines
@@ -41,10 +42,12 @@ from .report import (
     WorkerLines,
     campaign_lines,
     json_report,
+    outcome_line,
     summary_lines,
     target_lines,
     telemetry_lines,
     verdict_table,
+    wrapped,
 )
 from .settings import (
     DEFAULT_BASELINES,
@@ -72,6 +75,7 @@ pool_key = pytest.StashKey[ServerPool]()
 gate_key = pytest.StashKey[PerfGate]()
 run_key = pytest.StashKey[PerfRun]()
 changes_key = pytest.StashKey[tuple[list[Change], list[str]]]()
+regressed_key = pytest.StashKey[list[Verdict]]()
 gpus_key = pytest.StashKey[list[Gpu] | None]()
 leases_key = pytest.StashKey[LeaseBook | None]()
 output_errors_key = pytest.StashKey[list[str]]()
@@ -243,6 +247,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     elif s["sglang-url"]:
         lines.append(f"glm5: external server {s['sglang-url']} (--sglang-url); hardware key from --glm5-hardware or "
                      "NVML")
+    if s["sglang-url"]:
+        via = proxies.proxy_for(s["sglang-url"])
+        lines.append(f"glm5: requests to {s['sglang-url']} go through the proxy {via} (the environment's proxy "
+                     "settings; add the host to no_proxy to go direct)" if via else
+                     f"glm5: requests to {s['sglang-url']} go direct (no proxy applies)")
     else:
         lines.append("glm5: hardware key from NVML when a server is measured")
     return lines
@@ -348,8 +357,22 @@ def _gpus(config: pytest.Config) -> list[Gpu] | None:
     return config.stash[gpus_key]
 
 
-def _nvml_key(config: pytest.Config) -> str | None:
+def _visible_gpus(config: pytest.Config) -> list[Gpu] | None:
+    """NVML's GPUs as this run may use them: an outer CUDA_VISIBLE_DEVICES narrows them (a box whose run sees 1 of
+    its 8 GPUs is a 1-GPU machine for the baselines and the gate)."""
     gpus = _gpus(config)
+    if not gpus:
+        return gpus
+    try:
+        keep = visible([Device(g.index, g.uuid) for g in gpus], os.environ.get("CUDA_VISIBLE_DEVICES"), "NVML GPUs")
+    except LeaseError as exc:
+        raise pytest.UsageError(f"glm5: {exc}") from None
+    by_index = {g.index: g for g in gpus}
+    return [by_index[d.index] for d in keep]
+
+
+def _nvml_key(config: pytest.Config) -> str | None:
+    gpus = _visible_gpus(config)
     return hardware_key(gpus) if gpus else None
 
 
@@ -357,16 +380,27 @@ def _gate_hardware(config: pytest.Config, items: list[pytest.Item]) -> None:
     s = _settings(config)
     if s["glm5-sim"] or s["sglang-url"]:
         return
+    configs = server_configs(config) if _configs_path(config).exists() else {}
+    engine_for = _engine_factory(config)
     for marker, cc in _gated(config).items():
         gated = [item for item in items if item.get_closest_marker(marker)]
         if not gated:
             continue
-        gpus = _gpus(config)
-        if gpus and any(g.compute_capability == cc for g in gpus):
-            continue
-        reason = (f"{marker}: needs compute capability {cc} GPUs; found {describe(gpus)}. Rehearse on the "
-                  f"emulator with --glm5-sim, or use a running server with --sglang-url URL")
+        gpus = _visible_gpus(config)
+        have = [g for g in gpus or [] if g.compute_capability == cc]
+        where = f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']})" \
+            if "CUDA_VISIBLE_DEVICES" in os.environ else ""
         for item in gated:
+            cfg = configs.get(_marker_name(item) or "")
+            need, why = gpus_for(engine_for(cfg), cfg, len(gpus or [])) if cfg is not None else (1, "")
+            if have and len(have) >= need:
+                continue
+            if not have:
+                reason = (f"{marker}: needs compute capability {cc} GPUs; found {describe(gpus)}{where}. Rehearse "
+                          "on the emulator with --glm5-sim, or use a running server with --sglang-url URL")
+            else:
+                reason = (f"{marker}: config {cfg.name if cfg else '?'} needs {need} GPUs of compute capability {cc} "
+                          f"({why}); this run sees {len(have)}{where}")
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
@@ -418,12 +452,16 @@ def _check_baselines(config: pytest.Config, used: dict[str, ServerConfig]) -> No
     """Read every baselines file the run will use now, not after a model load and a load run."""
     s = _settings(config)
     model_default = s["glm5-model-path"] or (SIM_DEFAULT_MODEL if s["glm5-sim"] else None)
-    wanted = [(hw, model) for cfg in used.values()
-              if (model := cfg.model or model_default) is not None and (hw := _hardware_known(config, cfg)) is not None]
+    wanted = {name: (hw, model) for name, cfg in used.items()
+              if (model := cfg.model or model_default) is not None and (hw := _hardware_known(config, cfg)) is not None}
     try:
-        check_stores(_baselines_root(config), wanted)
+        files = check_stores(_baselines_root(config), wanted)
     except GateError as exc:
         raise pytest.UsageError(f"glm5: {exc}") from None
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(config, "workerinput"):
+        for line in files:
+            reporter.write_line(f"glm5: {line}")
 
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: configs of deselected tests need not exist
@@ -603,7 +641,8 @@ def glm5_gate(request: pytest.FixtureRequest) -> PerfGate:
     config = request.config
     s = _settings(config)
     gate = PerfGate(_baselines_root(config), strict=bool(s["glm5-strict-baselines"]), statistics=_statistics(s),
-                    configs=server_configs(config))
+                    configs=server_configs(config),
+                    require=bool(s["glm5-require-baselines"]) and not s["update-baselines"])
     config.stash[gate_key] = gate
     return gate
 
@@ -728,6 +767,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@pytest.hookimpl(tryfirst=True)  # the gate's failed items reach JUnit, the summary and --lf before they finish
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop servers (also after Ctrl-C); an xdist worker hands its run to the controller; otherwise the family
     decision, baseline updates and every output, once."""
@@ -761,7 +801,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                       events=[(e.config, e.message) for e in pool.events] if pool else [],
                       family_size=gate.family_size if gate else 0)
     config.stash[view_key] = view
-    if confirmed and session.exitstatus == pytest.ExitCode.OK:
+    regressed = gatereport.regressions(view.verdicts, confirmed)
+    config.stash[regressed_key] = regressed
+    gatereport.emit(regressed, pytest.TestReport, lambda r: config.hook.pytest_runtest_logreport(report=r))
+    lf = config.pluginmanager.get_plugin("lfplugin")
+    if lf is not None:
+        gatereport.mark_last_failed(lf.lastfailed, regressed, {v.test for v in view.verdicts if v.test})
+    if regressed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the run's family decision: a confirmed regression
     mode = s["update-baselines"]
     changes: tuple[list[Change], list[str]] = ([], [])
@@ -862,8 +908,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     if view.events:
         terminalreporter.section("glm5 servers")
-        for name, message in view.events:
-            terminalreporter.write_line(f"{name}: {message}")
+        for line in wrapped([f"{name}: {message}" for name, message in view.events]):
+            terminalreporter.write_line(line)
     gate = config.stash.get(gate_key, None)
     changes, errors = config.stash.get(changes_key, ([], []))
     errors = [*errors, *config.stash.get(output_errors_key, [])]
@@ -873,27 +919,32 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     s = config.stash[settings_key]
     for line in verdict_table(view.verdicts):
         terminalreporter.write_line(line)
-    for line in summary_lines(view.verdicts, changes, s["update-baselines"], view.problems, errors, view.family_size,
-                              float(s["glm5-alpha"]) if view.family_size else 0.0):
-        terminalreporter.write_line(line, red=line.startswith(("regressions", "cannot")))
+    for line in wrapped(summary_lines(view.verdicts, changes, s["update-baselines"], view.problems, errors,
+                                      view.family_size, float(s["glm5-alpha"]) if view.family_size else 0.0)):
+        terminalreporter.write_line(line, red=line.startswith(("regressions", "cannot", "NO BASELINES")))
     written = config.stash.get(written_key, None)
     drift = {(a.series.config, a.series.scenario, a.series.metric): a.drift
              for a in (written.analyses if written else [])}
-    for line in target_lines(view.verdicts, drift):
-        terminalreporter.write_line(line)
-    for line in campaign_lines(view.versus):
+    for line in wrapped([*target_lines(view.verdicts, drift), *campaign_lines(view.versus)]):
         terminalreporter.write_line(line, red=" REGRESSION" in line)
     if gate is not None:
         for (cfg_name, scenario), rs in gate.results.items():
             if rs and not rs[0].shape.exact_lengths:
                 terminalreporter.write_line(f"{cfg_name} {scenario}: lengths approximate: {rs[0].shape.describe()}")
+            notes = sorted({r.cache_note for r in rs if r.cache_note})
+            notes += [f"paused, not hung: {p}" for r in rs for p in r.pauses]
+            for line in wrapped([f"{cfg_name} {scenario}: {note}" for note in notes]):
+                terminalreporter.write_line(line, yellow=True)
         tel = telemetry_lines(gate.results)
         if tel:
             terminalreporter.write_line("GPU telemetry during the runs (NVML):")
-            for line in tel:
-                terminalreporter.write_line(f"  {line}")
+            for line in wrapped([f"  {line}" for line in tel]):
+                terminalreporter.write_line(line)
         elif gate.results:
             terminalreporter.write_line(f"GPU telemetry: none ({describe(_gpus(config))})")
-    for line in written.lines if written else []:
-        terminalreporter.write_line(f"glm5 {line}")
+    for line in wrapped([f"glm5 {line}" for line in (written.lines if written else [])]):
+        terminalreporter.write_line(line)
+    regressed = config.stash.get(regressed_key, [])
+    last = outcome_line(view.verdicts, regressed, view.problems)
+    terminalreporter.write_line(last, red=last.startswith("FAILED"), green=last.startswith("PASSED"), bold=True)
     sys.stdout.flush()

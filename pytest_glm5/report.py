@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from .baselines import WORKLOAD_CHANGED, Change, Verdict, fmt, times, unit_of
-from .decide import EMULATOR_BOUND, KNOWN_COST, NOISY
+from .decide import CLIENT_BOUND, EMULATOR_BOUND, KNOWN_COST, NOISY
 
 
 class TerminalProgress:
@@ -71,7 +73,7 @@ class WorkerLines:
 
 MARKS = {"pass": "ok", "regression": "REGRESSION", "improvement": "improved", "new": "new",
          WORKLOAD_CHANGED: "workload changed", NOISY: "noisy", EMULATOR_BOUND: "emulator-bound",
-         KNOWN_COST: "known cost"}
+         CLIENT_BOUND: "client-bound", KNOWN_COST: "known cost"}
 
 
 def _verdict_cell(v: Verdict) -> str:
@@ -82,36 +84,100 @@ def _verdict_cell(v: Verdict) -> str:
     return mark
 
 
+WIDTH = 120  # the summary's lines, so that a CI log shows them unwrapped; details go to the report files
+SIGN_CONVENTION = ("change: today's value vs the reference, + = higher (better for a throughput floor, worse for a "
+                   "latency ceiling)")
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.0f}%" if abs(x) >= 1 else f"{x * 100:+.1f}%"
+
+
+def change_cell(v: Verdict) -> str:
+    """The change of the value itself (+ = higher), with its 95% CI where a test was made: `-2.8% (-7.8..+2.5)`."""
+    if v.stat and "change" in v.stat:
+        ci = v.stat.get("ci")
+        if ci:
+            return f"{_pct(v.stat['change'])} ({_pct(ci[0])[:-1]}..{_pct(ci[1])})"
+        return _pct(v.stat["change"])
+    if v.bound is None or not v.bound.value:
+        return "-"
+    return _pct(v.measured / v.bound.value - 1)
+
+
 def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
-    """config, scenario, metric, measured, floor/ceiling, delta %, verdict, spread: aligned columns."""
-    head = ["config", "scenario", "metric", "measured", "bound", "delta", "verdict", "spread (min..max, cv, n)",
-            "test (change [95% CI], p, CV, launches)"]
+    """config, scenario, metric, measured, bound (>= a floor, <= a ceiling), change [95% CI], verdict, target: aligned
+    columns of at most 120 characters; the tests behind each (p, CV, looks, spread) are in the report files."""
+    head = ["config", "scenario", "metric", "measured", "bound", "change (95% CI)", "verdict"]
     targets = any(v.target is not None for v in verdicts)
     if targets:
         head.append("target")
     rows = []
     for v in verdicts:
         unit = unit_of(v.metric).strip()
-        bound = "-" if v.bound is None else f"{v.bound.kind} {fmt(v.bound.value)}"
+        bound = "-" if v.bound is None else f"{'>=' if v.bound.kind == 'floor' else '<='}{fmt(v.bound.value)}"
         if v.stat and "build_a" in v.stat:
             bound = f"build {v.stat['build_a']}"
-        delta = "-" if v.delta is None else f"{v.delta * 100:+.1f}%"
-        if v.stat:
-            delta = f"{v.stat['gain'] * 100:+.1f}%"
-        test = v.stat["describe"] if v.stat else ("provisional" if v.bound is not None and v.bound.provisional
-                                                  else "-")
-        sp = v.spread
-        spread = (f"{fmt(sp['min'])}..{fmt(sp['max'])}, {sp['cv'] * 100:.1f}%, {sp['n']}"
-                  if sp.get("n", 0) > 1 else "-")
-        rows.append([v.config, v.scenario, v.metric, f"{fmt(v.measured)} {unit}".strip(), bound, delta,
-                     _verdict_cell(v), spread, test])
+        rows.append([v.config, v.scenario, v.metric, f"{fmt(v.measured)} {unit}".strip(), bound, change_cell(v),
+                     _verdict_cell(v)])
         if targets:
             go = v.to_go()
             left = "" if go is None else "reached" if go <= 1 else f"{times(go)} to go"
-            rows[-1].append("-" if v.target is None else f"{fmt(v.target)} {unit} ({left})")
+            rows[-1].append("-" if v.target is None else f"{fmt(v.target)} ({left})")
     widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=True)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
+    out = [SIGN_CONVENTION, "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
     out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return out
+
+
+def wrapped(lines: Sequence[str], width: int = WIDTH) -> list[str]:
+    """Lines longer than the width, broken at spaces with a hanging indent: a CI log shows them whole."""
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        # Paths and URLs stay whole (a long one overruns the width rather than breaking where it cannot be copied).
+        out += textwrap.wrap(line, width, subsequent_indent=lead + "    ", break_long_words=False,
+                             break_on_hyphens=False)
+    return out
+
+
+def outcome_line(verdicts: Sequence[Verdict], regressed: Sequence[Verdict], problems: dict[str, str]) -> str:
+    """The run's last word: `FAILED: 2 regressions (tp8 single-stream output_throughput -11.9%, ...)`, or PASSED."""
+    judged = [v for v in verdicts if v.verdict in ("pass", "regression", "improvement", KNOWN_COST)]
+    not_judged = [v for v in verdicts if v.verdict in (EMULATOR_BOUND, CLIENT_BOUND, NOISY, WORKLOAD_CHANGED, "new")]
+    tail = (f"; {len(judged)} series decided, {len(not_judged)} not (noisy, not judged, new or workload changed)"
+            if not_judged else f"; {len(judged)} series decided") if verdicts else ""
+    crashed = f"; {len(problems)} config{'s' if len(problems) != 1 else ''} crashed or could not run" \
+        if problems else ""
+    if regressed:
+        named = ", ".join(f"{v.config} {v.scenario} {v.metric} {change_cell(v).split(' ')[0]}" for v in regressed[:3])
+        more = f", and {len(regressed) - 3} more" if len(regressed) > 3 else ""
+        return f"FAILED: {len(regressed)} regression{'s' if len(regressed) != 1 else ''} ({named}{more}){crashed}{tail}"
+    bare = sorted({v.config for v in verdicts if (v.note or "").startswith("NO BASELINES")})
+    unguarded = f"; NO BASELINES for {', '.join(bare)} (nothing gated there)" if bare else ""
+    return f"{'FAILED' if problems else 'PASSED'}: no regression{crashed}{unguarded}{tail}"
+
+
+def grouped_reasons(verdicts: Sequence[Verdict]) -> list[str]:
+    """One line per point (config, scenario) naming its metrics, and each reason once with how many points share it:
+    a reason repeated for every metric of every point says nothing new after the first time."""
+    points: dict[tuple[str, str], list[str]] = {}
+    reasons: dict[str, list[tuple[str, str]]] = {}
+    for v in verdicts:
+        points.setdefault((v.config, v.scenario), []).append(v.metric)
+        # The figures differ per point; the reason's wording around them is what repeats.
+        key = re.sub(r"\d+(\.\d+)?", "#", v.note or "")
+        if (v.config, v.scenario) not in reasons.setdefault(key, []):
+            reasons[key].append((v.config, v.scenario))
+    out = [f"  {c} {s}: {', '.join(ms)}" for (c, s), ms in points.items()]
+    for key, where in reasons.items():
+        first = next(v for v in verdicts
+                     if (v.config, v.scenario) == where[0] and re.sub(r"\d+(\.\d+)?", "#", v.note or "") == key)
+        n = len(where)
+        out.append(f"  why ({n} point{'s' if n > 1 else ''}), e.g. {where[0][0]} {where[0][1]}: {first.note}")
     return out
 
 
@@ -127,6 +193,8 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     if family_size:
         out.append(f"statistical verdicts: {family_size} series; the chance of any false alarm among them is held to "
                    f"{alpha:g} (Benjamini-Hochberg over the run, alpha spending over added launches)")
+    unguarded = {v.config: v.note for v in new if (v.note or "").startswith("NO BASELINES")}
+    out += [f"{note}; record them with --update-baselines" for note in unguarded.values()]
     if regs:
         out.append(f"regressions ({len(regs)}):")
         out += [f"  {v.line()}" for v in regs]
@@ -134,10 +202,13 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     if noisy:
         out.append(f"too noisy to decide ({len(noisy)}; they fail only with --glm5-strict-baselines):")
         out += [f"  {v.line()}" for v in noisy]
-    bound = [v for v in verdicts if v.verdict == EMULATOR_BOUND]
-    if bound:
-        out.append(f"not judged, the emulator could not keep up with its model ({len(bound)}):")
-        out += [f"  {v.config} {v.scenario} {v.metric}: {v.note}" for v in bound]
+    for kind, title in ((EMULATOR_BOUND, "not judged, the emulator could not keep up with its model"),
+                        (CLIENT_BOUND, "not judged, the load client measured its own delay (never a pass, never "
+                                       "a regression)")):
+        bound = [v for v in verdicts if v.verdict == kind]
+        if bound:
+            out.append(f"{title} ({len(bound)}):")
+            out += grouped_reasons(bound)
     if imps:
         out.append(f"improvements ({len(imps)}):")
         out += [f"  {v.line()}" for v in imps]

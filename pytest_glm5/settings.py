@@ -171,6 +171,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-hardware", "hardware key of the baselines (needed with a remote --sglang-url), e.g. "
             "8x-rtx-pro-6000-blackwell-sm120", ini=False),
     Setting("glm5-strict-baselines", "fail metrics that have no baseline yet (for CI gates)", flag=True, ini=False),
+    Setting("glm5-require-baselines", "fail a config whose baselines file holds nothing for it at all (on by "
+            "default where env CI is true: a gate that found no baselines has switched itself off)", flag=True,
+            ini=False, env="CI", parse=lambda v: v.strip().lower() in ("1", "true", "yes", "on")),
     Setting("glm5-repeats", "repeat each scenario N times (default: the suite's per-scenario value)",
             parse=_count),
     Setting("glm5-sim-noise", "emulator launch-to-launch CV (each launch draws one speed factor; default: the "

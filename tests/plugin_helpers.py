@@ -78,3 +78,23 @@ class _Proc:
     def __init__(self, pid, used): self.pid, self.usedGpuMemory = pid, used
 def nvmlDeviceGetComputeRunningProcesses(h): return [_Proc(*BUSY[h])] if h in BUSY else []
 """
+
+
+def unwrapped(text: str) -> list[str]:
+    """The glm5 summary's logical lines: it wraps lines past 120 characters with a hanging indent of four more spaces
+    (report.wrapped); each continuation is joined back to its line."""
+    out: list[str] = []
+    lead = 0
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if out and line.strip() and indent == lead + 4 and len(out[-1].split("\n")[-1]) >= 80:
+            out[-1] += " " + line.strip()
+            continue
+        out.append(line)
+        lead = indent
+    return out
+
+
+def said_lines(result: pytest.RunResult, patterns: list[str]) -> None:
+    """fnmatch_lines over the output's logical lines (see unwrapped)."""
+    pytest.LineMatcher(unwrapped(result.stdout.str())).fnmatch_lines(patterns)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -64,3 +65,63 @@ def test_slurm_and_kubernetes_examples_run_one_shard_each_then_merge() -> None:
     for doc in (text, (ROOT / "docs" / "k8s" / "glm5-shards.yaml").read_text(),
                 (ROOT / "docs" / "workflows" / "sharded.yml").read_text()):
         assert "glm5 merge" in doc
+
+
+def _run_steps(workflow: Path, tmp: Path, swap: dict[str, str]) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Each `run:` step of a workflow, in order, in a copy of the repo, as the runner would run it, except: the
+    venv is ours (made once here), pytest runs on the emulator (PYTEST_ADDOPTS), `swap` replaces text."""
+    import yaml
+
+    repo = tmp / "repo"
+    shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(".venv", ".ci-venv", ".git", ".pytest_cache",
+                                                               "__pycache__", "*.egg-info"))
+    (repo / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    out = tmp / "github_output"
+    env = {**os.environ, "GITHUB_OUTPUT": str(out), "HOME": str(tmp),
+           "PYTEST_ADDOPTS": "--glm5-sim -k 'tp8 and single and not trtllm and not cutedsl and not decode4'"}
+    env.pop("CI", None)
+    ran: dict[str, subprocess.CompletedProcess[str]] = {}
+    outputs: dict[str, str] = {}
+    for job in yaml.safe_load(workflow.read_text())["jobs"].values():
+        for step in job["steps"]:
+            if "run" not in step:
+                continue
+            script = step["run"]
+            if "pip install" in script:
+                continue  # the venv: ours already holds the project (scripts/test.sh made it the same way)
+            for a, b in swap.items():
+                script = script.replace(a, b)
+            p = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True, text=True,
+                               timeout=300)
+            ran[step["name"]] = p
+            if out.exists():
+                outputs.update(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
+            if "timeout-minutes" in step and "steps.plan" in str(step["timeout-minutes"]):
+                assert outputs.get("minutes", "").isdigit(), outputs  # the plan gave the real run its limit
+            if not step.get("continue-on-error") and not str(step.get("if", "")).startswith("always()"):
+                assert p.returncode == 0, (step["name"], p.stdout[-3000:], p.stderr[-3000:])
+    return ran
+
+
+@pytest.mark.slow
+def test_nightly_workflow_steps_run_as_written(tmp_path: Path) -> None:
+    ran = _run_steps(ROOT / "docs" / "workflows" / "nightly.yml", tmp_path, {})
+    real = ran["The real run, with every report"]
+    assert "FAILED" not in real.stdout and "PASSED: no regression" in real.stdout, real.stdout[-2000:]
+    for name in ("nightly.json", "nightly.xml", "nightly.html", "throughput.json"):
+        assert (tmp_path / "repo" / name).is_file(), name  # what the artifact and dashboard steps upload
+    assert "night:" in ran["Plan the night (minutes from each config's last time, or a GLM-5 launch plus its " \
+                           "measuring)"].stdout
+
+
+@pytest.mark.slow
+def test_patch_gate_ab_step_runs_as_written(tmp_path: Path) -> None:
+    # The builds step needs SGLang's source; the emulator's `slow` build (5% slower decode) stands in for `pr`.
+    wf = ROOT / "docs" / "workflows" / "pr-gate.yml"
+    text = wf.read_text()
+    assert "--glm5-ab base,pr" in text and "--glm5-max-repeats 2" in text
+    ran = _run_steps(wf, tmp_path, {"bash scripts/make_build.sh": "true", "base,pr": "base,base",
+                                    "single_stream or sweep and 256": "single_stream"})
+    [ab] = [p for name, p in ran.items() if name.startswith("A/B gate")]
+    assert (tmp_path / "repo" / "ab.json").is_file(), ab.stdout[-2000:]
+    assert "SAME" in ab.stdout or "UNKNOWN" in ab.stdout, ab.stdout[-2000:]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
-from plugin_helpers import write_configs
+from plugin_helpers import said_lines, write_configs
 
 from pytest_glm5.configs import ServerConfig
 from pytest_glm5.engines import SGLangEngine, SimEngine
@@ -86,5 +87,29 @@ def test_x(sglang_server): pass
 """)
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*SGLang is not importable in *; install it (pip install sglang==0.5.23) or run "
-                                 "with --glm5-sim*"])
+    said_lines(result, ["*SGLang is not importable in * (nor in any python3 on PATH); install it (pip "
+                                 "install sglang==0.5.23), name its Python in GLM5_SGLANG_PYTHON*or run with "
+                                 "--glm5-sim*"])
+
+
+def test_sglang_is_found_in_another_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The plugin's venv has no SGLang; a system Python on PATH has it: that one runs the server.
+    from pytest_glm5.engines import sglang as eng
+    other = tmp_path / "sys"
+    (other / "sglang").mkdir(parents=True)
+    (other / "sglang" / "__init__.py").write_text("")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    py = bindir / "python3"
+    py.write_text(f"#!/bin/sh\nPYTHONPATH={other} exec {sys.executable} \"$@\"\n")
+    py.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("GLM5_SGLANG_PYTHON", raising=False)
+    eng.find_python.cache_clear()
+    try:
+        assert eng.SGLangEngine().python == str(py)
+        monkeypatch.setenv("GLM5_SGLANG_PYTHON", "/nowhere/python")
+        eng.find_python.cache_clear()
+        assert eng.SGLangEngine().python == "/nowhere/python"
+    finally:
+        eng.find_python.cache_clear()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from plugin_helpers import assert_no_server_left, servers_of, write_configs
+from plugin_helpers import assert_no_server_left, said_lines, servers_of, write_configs
 
 from pytest_glm5.baselines import BaselineStore, Verdict, write_updates
 from pytest_glm5.cli import main as glm5
@@ -118,7 +118,7 @@ def test_x(bench):
     (pytester.path / "out").mkdir()
     result = pytester.runpytest("--glm5-report", "out/report.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*glm5 servers*", "a: launched pid *",
+    said_lines(result, ["*glm5 servers*", "a: launched pid *",
                                  "cannot write --glm5-report out/report.json: No such file or directory; the "
                                  "summary above is all there is of this run"])
 
@@ -250,13 +250,13 @@ def test_b(sglang_server): pass
 """)
     result = pytester.runpytest("--glm5-keep-servers")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["a: stopped pid * to free the GPUs for b (one live server at a time; the run's last "
+    said_lines(result, ["a: stopped pid * to free the GPUs for b (one live server at a time; the run's last "
                                  "server is the one kept)", "b: kept running: pid *"])
     live = servers_of(model)
     assert len(live) == 1 and "2" in live[0].cmdline()[live[0].cmdline().index("--tp-size") + 1]
     # The next run starts with a: b's kept server is stopped first, so two never run at once.
     result = pytester.runpytest("--glm5-keep-servers", "-k", "test_a")
-    result.stdout.fnmatch_lines(["b: stopped kept server pid * to free the GPUs for a (one live server at a time)"])
+    said_lines(result, ["b: stopped kept server pid * to free the GPUs for a (one live server at a time)"])
     assert len(servers_of(model)) == 1
     pytester.runpytest("--glm5-stop-servers")
     assert_no_server_left(model)
@@ -276,7 +276,7 @@ def test_keep_mode_sigkill_during_model_load_leaves_no_unrecorded_server(pyteste
     proc.wait(30)
     assert servers_of(model)  # keep mode: the server outlives its pytest, loading still
     result = pytester.runpytest("--glm5-stop-servers")
-    result.stdout.fnmatch_lines(["glm5: reaped a server left by an earlier run: slow pid * port *"])
+    said_lines(result, ["glm5: reaped a server left by an earlier run: slow pid * port *"])
     assert_no_server_left(model)
 
 
@@ -297,7 +297,7 @@ def test_3(bench): bench(concurrency=1, num_prompts=2, output_len=4)
     result = pytester.runpytest("--glm5-stop-timeout", "60")
     elapsed = time.monotonic() - t0
     result.assert_outcomes(passed=1, failed=1, errors=1)
-    result.stdout.fnmatch_lines(["*server for a (pid *) is alive but not answering at http://127.0.0.1:*: process "
+    said_lines(result, ["*server for a (pid *) is alive but not answering at http://127.0.0.1:*: process "
                                  "state stopped (SIGSTOP or a debugger); nothing answered within 5 s (*)*",
                                  "*server for a hung earlier*"])
     assert "URL right" not in result.stdout.str()  # our own process is alive: the URL is not in doubt
@@ -458,7 +458,7 @@ def test_each_entry_gets_its_own_provenance_and_workload(pytester: pytest.Pytest
     pytester.makepyfile(PROV_TESTS.replace("concurrency=1, num_prompts=2", "concurrency=3, num_prompts=6"))
     result = pytester.runpytest("-rA", "-k", "test_a")  # b's throughput against a floor of one run is not the point
     result.assert_outcomes(passed=1, deselected=1)
-    result.stdout.fnmatch_lines(["*a s output_throughput * (workload changed: baseline recorded with c1 128/4 sglang, "
+    said_lines(result, ["*a s output_throughput * (workload changed: baseline recorded with c1 128/4 sglang, "
                                  "measured with c3 128/4 sglang; not compared, record it with --update-baselines)"])
     assert_no_server_left(model)
 
@@ -468,6 +468,6 @@ def test_failing_test_report_carries_the_server_log_tail(pytester: pytest.Pytest
     pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): assert 0\n")
     result = pytester.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*glm5 server log: a (last * lines of */a-*.log)*",
+    said_lines(result, ["*glm5 server log: a (last * lines of */a-*.log)*",
                                  "*The server is fired up and ready to roll!*"])
     assert_no_server_left(model)

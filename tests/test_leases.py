@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plugin_helpers import FAKE_NVML, assert_no_server_left, report, write_configs
+from plugin_helpers import FAKE_NVML, assert_no_server_left, report, said_lines, write_configs
 
 from pytest_glm5.leases import Device, LeaseBook, LeaseError, emulated, visible
 from pytest_glm5.spec.sglang import flag_args, gpus_needed
@@ -196,7 +196,7 @@ def test_two_tp4_configs_run_side_by_side_and_tp8_alone(pytester: pytest.Pyteste
     mates = {v["config"]: v["provenance"].get("cotenants", []) for v in doc["verdicts"]}
     assert mates["tp8"] == []
     assert any(m.startswith("tp4-b on GPUs ") for m in mates["tp4-a"]), mates
-    result.stdout.fnmatch_lines(["tp4-?: launched pid * on GPUs ?-? in *", "tp8: launched pid * on GPUs 0-7 *"])
+    said_lines(result, ["tp4-?: launched pid * on GPUs ?-? in *", "tp8: launched pid * on GPUs 0-7 *"])
     assert_no_server_left(model)
 
 
@@ -221,7 +221,7 @@ def test_a_config_that_needs_more_gpus_than_exist_fails_at_once(pytester: pytest
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
     result = pytester.runpytest("--glm5-sim", "-k", "tp16 or tp8 or tp4-a", "--glm5-report", "r.json")
     result.assert_outcomes(passed=2, errors=4)
-    result.stdout.fnmatch_lines([
+    said_lines(result, [
         "*config tp16 needs 16 GPUs (tp-size 16 x pp-size 1) but this run has 4 of 8 emulated GPUs (profile tiny) "
         "(CUDA_VISIBLE_DEVICES=4,5,6,7); nothing was launched. Run it where 16 GPUs are visible, or set `gpus = N` "
         "in [[]config.tp16] if its flags do not say how many it uses*",
@@ -247,7 +247,7 @@ def test_gpus_in_a_config_overrides_the_flags(pytester: pytest.Pytester) -> None
     assert report(pytester, "r.json")["servers"]["two"]["gpus"] == [0, 1]
     bad = write_configs(pytester, '[config.two]\ngpus = 0\n')
     result = pytester.runpytest("--glm5-sim")
-    result.stdout.fnmatch_lines(["*[[]config.two]: gpus must be a whole number of GPUs >= 1, got 0*"])
+    said_lines(result, ["*[[]config.two]: gpus must be a whole number of GPUs >= 1, got 0*"])
     assert_no_server_left(model)
     assert_no_server_left(bad)
 
@@ -259,7 +259,7 @@ def test_kept_servers_stay_on_their_gpus_until_a_launch_needs_them(pytester: pyt
         one_point = ["-k", "tp4-a-1 or tp4-b-1"]
         first = pytester.runpytest("--glm5-sim", "--glm5-keep-servers", *one_point, "--glm5-report", "r1.json")
         assert first.ret == 0, first.stdout.str()
-        first.stdout.fnmatch_lines(["tp4-a: kept idle on GPUs 0-3: pid * (stopped when a launch needs its GPUs)",
+        said_lines(first, ["tp4-a: kept idle on GPUs 0-3: pid * (stopped when a launch needs its GPUs)",
                                     "tp4-b: kept running: pid * on GPUs 4-7"])
         assert len(__import__("plugin_helpers").servers_of(model)) == 2
         again = pytester.runpytest("--glm5-sim", "--glm5-keep-servers", *one_point, "--glm5-report", "r2.json")
@@ -270,7 +270,7 @@ def test_kept_servers_stay_on_their_gpus_until_a_launch_needs_them(pytester: pyt
         # TP8 needs all eight: both idle kept servers are stopped for it.
         big = pytester.runpytest("--glm5-sim", "-k", "tp8-1")
         assert big.ret == 0, big.stdout.str()
-        big.stdout.fnmatch_lines(["tp4-?: stopped kept server pid * to free GPUs ?-? for the next launch"])
+        said_lines(big, ["tp4-?: stopped kept server pid * to free GPUs ?-? for the next launch"])
         assert big.stdout.str().count("stopped kept server") == 2
     finally:
         pytester.runpytest("--glm5-stop-servers")
@@ -350,7 +350,7 @@ def test_a_process_already_on_the_leased_gpus_is_named(pytester: pytest.Pytester
         result = pytester.runpytest("--glm5-report", "r.json", "-k", "tp2-1")
         assert result.ret == 0, result.stdout.str()
         line = f"pid {squatter.pid} (sleep) on GPU 1, 12 GB, outside pytest-glm5's leases"
-        result.stdout.fnmatch_lines([f"tp2: its GPUs are not free: {line}; its numbers may be skewed*",
+        said_lines(result, [f"tp2: its GPUs are not free: {line}; its numbers may be skewed*",
                                      "tp2: launched pid * on GPUs 0,1 in *",
                                      "measured while other servers or processes used this machine's GPUs (1 config;*",
                                      f"  tp2 beside pid {squatter.pid} (sleep) on GPU 1"])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from plugin_helpers import said_lines
 
 from pytest_glm5.configs import ServerConfig
 from pytest_glm5.engines import LlamaCppEngine
@@ -122,7 +123,7 @@ def test_llama_suite_launch_measure_baseline_update_reuse(pytester: pytest.Pytes
     args = ("--glm5-hardware", "ci-cpu", "-p", "no:randomly")
     result = pytester.runpytest(*args, "--update-baselines", "--glm5-keep-servers")
     result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["small: launched pid *", "big: launched pid *",
+    said_lines(result, ["small: launched pid *", "big: launched pid *",
                                  "baselines updated (4):", "  small c1 output_throughput: new -> * (new)"])
     text = (pytester.path / "baselines" / "ci-cpu" / "tiny.toml").read_text()
     assert text.startswith("# CPU engine") and 'engine = "llamacpp 11434.0.0"' in text and 'hardware = "ci-cpu"' in text
@@ -133,9 +134,9 @@ def test_llama_suite_launch_measure_baseline_update_reuse(pytester: pytest.Pytes
     # Held against the recorded floor (llama.cpp on 2 shared cores varies up to 2x run to run, so the verdict
     # may read "improved"; a regression would fail the run, which passed=5 above rules out). The kept config runs
     # first and is reused; the other one is launched after it is stopped.
-    result.stdout.fnmatch_lines(["big: reusing kept server pid * (fingerprint matches)",
+    said_lines(result, ["big: reusing kept server pid * (fingerprint matches)",
                                  "big: stopped pid * to free the GPUs for small*", "small: launched pid *",
-                                 "*small * c1 * output_throughput * floor *"])
+                                 "*small * c1 * output_throughput * >=*"])
     assert result.stdout.str().count("launched pid") == 1
     assert pytester.runpytest("--glm5-stop-servers").ret == 0
     deadline = time.monotonic() + 10
@@ -161,7 +162,7 @@ def test_killed(bench, sglang_server):
     result = pytester.runpytest("test_kill.py", "--glm5-hardware", "ci-cpu")
     result.assert_outcomes(failed=1)
     assert time.monotonic() - t0 < 30
-    result.stdout.fnmatch_lines(["*server for small died during the load run: signal SIGKILL, * s into the run at "
+    said_lines(result, ["*server for small died during the load run: signal SIGKILL, * s into the run at "
                                  "concurrency 4; * requests completed*", "full log: *small-*.log"])
     assert llama_procs(model) == []
 

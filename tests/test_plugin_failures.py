@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from plugin_helpers import assert_no_server_left, servers_of, write_configs
+from plugin_helpers import assert_no_server_left, said_lines, servers_of, write_configs
 
 from pytest_glm5.records import LAUNCHED, RecordStore
 
@@ -51,9 +51,9 @@ def test_next_config(bench):
                   r"noticed", out)
     assert m, out
     assert float(m.group(1)) < 3 and int(m.group(3) or 0) + int(m.group(4)) >= 200
-    result.stdout.fnmatch_lines(["log lines that matter:", "*?cuda-oom? torch.OutOfMemoryError: CUDA out of memory*",
+    said_lines(result, ["log lines that matter:", "*?cuda-oom? torch.OutOfMemoryError: CUDA out of memory*",
                                  "full log: *ep8-*.log"])
-    result.stdout.fnmatch_lines(["*server for ep8 crashed earlier: exit code 1; *cuda-oom*; full log: *"])
+    said_lines(result, ["*server for ep8 crashed earlier: exit code 1; *cuda-oom*; full log: *"])
     assert time.monotonic() - t0 < 30  # no request timeouts waited out
     assert_no_server_left(model)
 
@@ -71,7 +71,7 @@ def test_light(bench):
 """)
     result = pytester.runpytest("--glm5-relaunch-after-crash")
     result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines(["ep8: crashed (exit code 1; *); relaunching once (--glm5-relaunch-after-crash)"])
+    said_lines(result, ["ep8: crashed (exit code 1; *); relaunching once (--glm5-relaunch-after-crash)"])
     assert_no_server_left(model)
 
 
@@ -87,7 +87,7 @@ def test_load(bench):
     result = pytester.runpytest("--glm5-stall-timeout", "1")
     result.assert_outcomes(failed=1)
     assert time.monotonic() - t0 < 20
-    result.stdout.fnmatch_lines(["*server for stuck hung during the load run: stalled: no token from any of 8 "
+    said_lines(result, ["*server for stuck hung during the load run: stalled: no token from any of 8 "
                                  "requests for * s*the process is alive*",
                                  "stack dump (SIGUSR1) written to the log"])
     log = next((pytester.path.parent / "basetemp" / "glm5-logs").glob("stuck-*.log")).read_text()
@@ -105,9 +105,9 @@ def test_stable(perf, cfg):
 """)
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["*flaky is not stable under load at concurrency 256:",
+    said_lines(result, ["*flaky is not stable under load at concurrency 256:",
                                  "* of 512 requests failed (error budget 0): HTTP 500*"])
-    result.stdout.fnmatch_lines(["*ep8 is not stable under load at concurrency 256:",
+    said_lines(result, ["*ep8 is not stable under load at concurrency 256:",
                                  "server for ep8 died during the load run: exit code 1*"])
     assert_no_server_left(model)
 
@@ -168,7 +168,7 @@ def test_next_run_reaps_recorded_leftovers(pytester: pytest.Pytester, sim_factor
                          "owner_pid": 2 ** 22 + 1, "owner_create_time": 0.0})
     result = pytester.runpytest("-k", "nothing")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"glm5: reaped a server left by an earlier run: a pid {left.proc.pid} port 1"])
+    said_lines(result, [f"glm5: reaped a server left by an earlier run: a pid {left.proc.pid} port 1"])
     assert left.proc.wait(10) is not None
 
 
@@ -209,7 +209,7 @@ def test_fixed_port_in_use(pytester: pytest.Pytester, sim: Sim) -> None:
     pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n")
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*a: port {sim.port} (the config's `port` flag) is already in use by pid "
+    said_lines(result, [f"*a: port {sim.port} (the config's `port` flag) is already in use by pid "
                                  f"{sim.proc.pid} (python*); stop it, or drop `port` from the config*"])
     assert_no_server_left(model)
 
@@ -219,7 +219,7 @@ def test_missing_model_path_surfaces_the_engines_message(pytester: pytest.Pytest
     pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n")
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*server for a exited during startup with exit code 1*",
+    said_lines(result, ["*server for a exited during startup with exit code 1*",
                                  f"OSError: Can't load the configuration of '{model}'*"])
 
 
@@ -237,7 +237,7 @@ def test_x(perf):
 """)
     result = pytester.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([f"*a s: * of 20 requests failed at concurrency 4: *{message}*"])
+    said_lines(result, [f"*a s: * of 20 requests failed at concurrency 4: *{message}*"])
 
 
 def test_update_into_unwritable_dir_keeps_the_file(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -251,7 +251,7 @@ def test_point(perf):
     # A directory that cannot take a new file even as root: /proc is not writable.
     result = pytester.runpytest("--update-baselines", "--glm5-baselines", "/proc/glm5-baselines")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"cannot update /proc/glm5-baselines/sim-tiny-x1/{Path(model).name}.toml: *; "
+    said_lines(result, [f"cannot update /proc/glm5-baselines/sim-tiny-x1/{Path(model).name}.toml: *; "
                                  "the file is unchanged"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 

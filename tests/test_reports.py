@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 import xmlschema
-from plugin_helpers import write_configs
+from plugin_helpers import said_lines, write_configs
 from report_docs import big_doc
 
 from pytest_glm5 import markdown
@@ -63,14 +63,14 @@ def test_two_nights_then_a_slower_one_in_every_output(pytester: pytest.Pytester,
     baselines.write_text(text.replace(entry, entry + "target = 100000\n"))  # far out of reach: must never fail
     same = pytester.runpytest(*NOISE, *outputs())
     assert same.ret == 0, same.stdout.str()
-    same.stdout.fnmatch_lines(["targets (1; never fail a run):",
+    said_lines(same, ["targets (1; never fail a run):",
                                "  t c1 output_throughput * tok/s, floor *: target 100000.00 tok/s: *x to go",
                                "glm5 history: appended this run to *h/sim-tiny-x1/*.jsonl",
                                "glm5 html: *r.html (* KiB)", "glm5 markdown: *s.md (* KiB)",
                                "glm5 markdown: appended to $GITHUB_STEP_SUMMARY (* KiB)"])
     slow = pytester.runpytest("--glm5-sim-slowdown", "0.7", *NOISE, *outputs())
     assert slow.ret == 1, slow.stdout.str()
-    slow.stdout.fnmatch_lines(["  t c1 output_throughput * tok/s, floor *: target 100000.00 tok/s: *x to go, "
+    said_lines(slow, ["  t c1 output_throughput * tok/s, floor *: target 100000.00 tok/s: *x to go, "
                                "-*% per run (not heading there)"])
 
     store = next((pytester.path / "h").rglob("*.jsonl"))
@@ -212,7 +212,7 @@ def test_bad_output_options_are_usage_errors(pytester: pytest.Pytester, tmp_path
 def test_history_store_per_hardware_and_model(tmp_path: Path) -> None:
     doc, _ = big_doc(tests=2, nights=1)
     assert append(tmp_path, doc) == [store_path(tmp_path, "sim-big", "/models/GLM-5-NVFP4")]
-    assert store_path(tmp_path, "8x-rtx", "/m/a b/").name == "a_b.jsonl"
+    assert store_path(tmp_path, "8x-rtx", "/m/a b/").name == "a-b.jsonl"  # the name its baselines file has
 
 
 BENCH = """
@@ -232,10 +232,10 @@ def test_pytest_benchmark_counts_perf_tests_as_benchmarks(pytester: pytest.Pytes
     only = pytester.runpytest("--benchmark-only", "-rs")
     assert only.ret == 0, only.stdout.str()
     only.assert_outcomes(passed=3, skipped=1)  # the two perf points and test_cpu run; test_plain is not one
-    only.stdout.fnmatch_lines(["SKIPPED [[]1] test_cpu_bench.py*: Skipping non-benchmark (--benchmark-only active)."])
+    said_lines(only, ["SKIPPED [[]1] test_cpu_bench.py*: Skipping non-benchmark (--benchmark-only active)."])
     skip = pytester.runpytest("--benchmark-skip", "-rs")
     skip.assert_outcomes(passed=1, skipped=3)
-    skip.stdout.fnmatch_lines(["SKIPPED [[]2] test_glm5_points.py*: glm5 perf test: a benchmark "
+    said_lines(skip, ["SKIPPED [[]2] test_glm5_points.py*: glm5 perf test: a benchmark "
                                "(--benchmark-skip active)"])
     # Both kinds in one --benchmark-json: pytest-benchmark's own entry and ours, which `compare` reads.
     mixed = pytester.runpytest("--benchmark-json", "mixed.json")
@@ -245,7 +245,7 @@ def test_pytest_benchmark_counts_perf_tests_as_benchmarks(pytester: pytest.Pytes
     # Only ours: pytest-benchmark would save nothing ("no benchmarks have been run"); the file still comes.
     ours = pytester.runpytest("test_glm5_points.py", "--benchmark-json", "ours.json")
     assert ours.ret == 0
-    ours.stdout.fnmatch_lines(["glm5 --benchmark-json: ours.json (pytest-benchmark's format; the glm5 results, as "
+    said_lines(ours, ["glm5 --benchmark-json: ours.json (pytest-benchmark's format; the glm5 results, as "
                                "pytest-benchmark had none)"])
     compare = subprocess.run([str(Path(sys.executable).parent / "pytest-benchmark"), "compare",
                               str(pytester.path / "ours.json"), str(pytester.path / "mixed.json")],

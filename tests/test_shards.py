@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from plugin_helpers import write_configs
+from plugin_helpers import said_lines, write_configs
 
 from pytest_glm5.sharding import assign, parse_shard
 
@@ -46,7 +46,7 @@ def test_shards_merged_give_the_unsharded_verdicts(pytester: pytest.Pytester) ->
     for i in (1, 2):
         r = pytester.runpytest_subprocess("--glm5-shard", f"{i}/2", "--glm5-report", f"s{i}.json")
         assert r.ret == 0, r.stdout.str()
-        r.stdout.fnmatch_lines([f"glm5: shard {i}/2: * of 3 configs (*; balanced by the last run's durations)"])
+        said_lines(r, [f"glm5: shard {i}/2: * of 3 configs (*; balanced by the last run's durations)"])
         shards.append(pytester.path / f"s{i}.json")
     docs = [json.loads(p.read_text()) for p in shards]
     configs = [{v["config"] for v in d["verdicts"]} for d in docs]
