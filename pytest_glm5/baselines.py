@@ -147,20 +147,28 @@ class Verdict:
 
 
 WORKLOAD_CHANGED = "workload changed"
-WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol")
+WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling")
+# What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one.
+WORKLOAD_LEGACY = {"range_ratio": 1.0, "sampling": "uniform"}
 
 
 def workload_differs(recorded: dict[str, Any] | None, measured: dict[str, Any]) -> bool:
     """A bound recorded under another load than this measurement's (an unrecorded one never differs)."""
-    return recorded is not None and any(recorded.get(k) != measured.get(k) for k in WORKLOAD_KEYS)
+    if recorded is None:
+        return False
+    legacy = WORKLOAD_LEGACY
+    return any(recorded.get(k, legacy.get(k)) != measured.get(k, legacy.get(k)) for k in WORKLOAD_KEYS)
 
 
 def describe_workload(workload: dict[str, Any] | None) -> str:
     """`c1 128/128 sglang`, or `an unrecorded workload`."""
     if not workload:
         return "an unrecorded workload"
+    ratio = workload.get("range_ratio", 1.0)
+    spread = f" range {ratio:g}" if ratio != 1.0 else ""
+    sampling = workload.get("sampling", WORKLOAD_LEGACY["sampling"])
     return (f"c{workload.get('concurrency', '?')} {workload.get('input_len', '?')}/{workload.get('output_len', '?')} "
-            f"{workload.get('protocol', '?')}")
+            f"{workload.get('protocol', '?')}{spread}, {sampling} ids")
 
 
 def unit_of(metric: str) -> str:

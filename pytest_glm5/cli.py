@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .loadgen import PROTOCOLS, BenchError, BenchResult, Workload, run_workload
-from .settings import parse_alpha, parse_fraction, parse_url
+from .loadgen import PROTOCOLS, SAMPLINGS, BenchError, BenchResult, Workload, run_workload
+from .settings import parse_alpha, parse_fraction, parse_ratio, parse_url
 
 TABLE_COLUMNS = (
     ("conc", "concurrency", "{:.0f}"),
@@ -102,9 +102,20 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                    help="sglang: native /generate; openai: /v1/completions")
     p.add_argument("--warmup", type=_int_at_least(0), default=None,
                    help="warmup requests, excluded (default: concurrency)")
+    p.add_argument("--range-ratio", type=_ratio, default=1.0,
+                   help="bench_serving's --random-range-ratio: lengths uniform in [L*r, L] (default 1: fixed)")
+    p.add_argument("--sampling", choices=SAMPLINGS, default="random-ids",
+                   help="prompt ids: random-ids (bench_serving's offline random dataset, the default) or uniform")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--json", type=Path, default=None, help="write one record per concurrency (JSON list)")
     p.add_argument("--details", action="store_true", help="include per-request records in --json")
+
+
+def _ratio(text: str) -> float:
+    try:
+        return parse_ratio(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
@@ -115,7 +126,8 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         for c in ns.concurrency:
             wl = Workload(concurrency=c, num_prompts=ns.num_prompts or max(8, 4 * c), input_len=ns.input_len,
                           output_len=ns.output_len, protocol=ns.protocol,
-                          warmup=c if ns.warmup is None else ns.warmup, seed=ns.seed)
+                          warmup=c if ns.warmup is None else ns.warmup, seed=ns.seed,
+                          range_ratio=ns.range_ratio, sampling=ns.sampling)
             print(f"glm5 bench: {wl.label()}, {wl.num_prompts} prompts against {ns.url} ...", file=sys.stderr)
             results.append(run_workload(ns.url, wl))
     except (BenchError, ValueError) as exc:

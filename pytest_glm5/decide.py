@@ -16,7 +16,7 @@ from typing import Any
 
 from .baselines import WORKLOAD_CHANGED, Bound, Verdict, geometric_mean, workload_differs
 from .metrics import higher_is_better, summarize_repeats
-from .stats import Comparison, ab_decision, benjamini_hochberg, compare, launches_needed, spent
+from .stats import Comparison, ab_decision, benjamini_hochberg, compare, detectable_drop, launches_needed, spent
 
 EMULATOR_BOUND = "emulator-bound"
 CLIENT_BOUND = "client-bound"  # the load client's own delay is too large a share of the figure: not judged
@@ -24,6 +24,9 @@ NOT_JUDGED = (EMULATOR_BOUND, CLIENT_BOUND)
 NOISY = "noisy"
 KNOWN_COST = "known cost"
 AB_TOLERANCE = 0.02  # the practical threshold of an A/B without baselines: a smaller change never fails
+# A GLM-5 launch costs 10-50 minutes: past this many (about a night at 30 minutes each) advice to add launches
+# cannot be followed, and the verdict says so.
+AFFORDABLE_LAUNCHES = 16
 
 
 @dataclass(frozen=True)
@@ -68,13 +71,21 @@ def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, 
 
 
 def _needed(c: Comparison, look: Look, n_ref: int | None) -> str:
+    """What this run could see, and what finding the effect would take: advice a night can follow, or the honest
+    word that it cannot."""
+    seen = detectable_drop(c.cv, c.n_new, look.alpha, n_ref)
+    plural = "es" if c.n_new != 1 else ""
+    could = f"with {c.n_new} launch{plural} this run could see a drop of {seen * 100:.0f}% or more"
     n = launches_needed(c.cv, look.effect, look.alpha, n_ref)
     if n is None:
-        return f"at CV {c.cv * 100:.1f}% the {c.n_ref} reference launches cannot find a {look.effect * 100:g}% drop; " \
-               "record more (--update-baselines --glm5-launches 5)"
+        return f"CV {c.cv * 100:.1f}%: {could}; the {c.n_ref} reference launches cannot find a " \
+               f"{look.effect * 100:g}% drop at any count: record more (--update-baselines --glm5-launches 5)"
     side = "launches per arm" if n_ref is None else "new launches"
-    return f"CV {c.cv * 100:.1f}%: about {n} {side} would find a {look.effect * 100:g}% drop with 95% power " \
-           "(--glm5-max-repeats)"
+    if n > AFFORDABLE_LAUNCHES:
+        return f"CV {c.cv * 100:.1f}%: {could}; a {look.effect * 100:g}% drop would take about {n} {side}, more " \
+               f"than a night affords: lower the launch-to-launch spread or judge a wider tolerance"
+    return f"CV {c.cv * 100:.1f}%: {could}; about {n} {side} would find a {look.effect * 100:g}% drop with 95% " \
+           "power (--glm5-max-repeats)"
 
 
 def against_reference(config: str, scenario: str, metric: str, samples: list[float], launches: list[float],

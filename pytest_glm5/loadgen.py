@@ -24,6 +24,11 @@ from .clientload import ClientLoad, ClientMonitor
 from .metrics import RequestRecord, compute_metrics, first_errors, percentile
 
 PROTOCOLS = ("sglang", "openai")
+# How prompt token ids are drawn. `random-ids` is SGLang bench_serving's offline random dataset
+# (sglang/benchmark/datasets/random.py, 0.5.23, lines 142-150): request i is a run of consecutive ids
+# (offset_i + i + j) % vocab from an offset drawn uniformly, here inside [token_low, token_high). `uniform` draws
+# every id on its own (this client's method before; MoE routing sees other experts, so the figures differ).
+SAMPLINGS = ("random-ids", "uniform")
 PREFLIGHT_TIMEOUT_S = 5.0
 _JSON = {"Content-Type": "application/json"}
 STALE_RETRIES = 3
@@ -56,6 +61,11 @@ class Workload:
     seed: int = 42
     token_low: int = 10
     token_high: int = 1000
+    # bench_serving's --random-range-ratio: each request's input and output lengths uniform in [max(int(L*r), 1), L]
+    # (datasets/common.py compute_random_lens). 1.0: fixed lengths, as the campaign's 128/128 figures were taken;
+    # bench_serving's own default, 0.0, halves the mean length.
+    range_ratio: float = 1.0
+    sampling: str = "random-ids"
     flush_cache: bool = True
     request_timeout_s: float = 600.0
     stall_timeout_s: float | None = None
@@ -74,6 +84,10 @@ class Workload:
             problems.append(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
         if not 0 <= self.token_low < self.token_high:
             problems.append(f"token range [{self.token_low}, {self.token_high}) is empty")
+        if not 0.0 <= self.range_ratio <= 1.0:
+            problems.append(f"range_ratio must be in [0, 1] (1 = fixed lengths), got {self.range_ratio}")
+        if self.sampling not in SAMPLINGS:
+            problems.append(f"sampling must be one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -128,6 +142,10 @@ class BenchResult:
     client: ClientLoad | None = None  # what the load client cost itself over the measured window
     cache_note: str | None = None  # the prefix cache could not be flushed before the window: it says why
     pauses: list[str] = field(default_factory=list)  # stalls the server's log explained (JIT compiles)
+    completed_total: int = 0  # requests completed in every phase (probe, warmup, window), for the server's count
+    tokens_total: int = 0
+    server: Any = None  # servermetrics.ServerView: SGLang's own counters over the same run
+    server_note: str | None = None  # the server's count and the client's differ: why
 
     @property
     def failed(self) -> int:
@@ -164,6 +182,8 @@ class BenchResult:
             "client": self.client.to_dict() if self.client is not None else None,
             "cache_note": self.cache_note,
             "pauses": self.pauses,
+            "server_metrics": self.server.to_dict() if self.server is not None else None,
+            "server_note": self.server_note,
             "distributions": self.distributions(),
         }
         if details:
@@ -171,11 +191,29 @@ class BenchResult:
         return out
 
 
+def lengths(full: int, ratio: float, count: int, rng: random.Random) -> list[int]:
+    """bench_serving's compute_random_lens: uniform in [max(int(full * ratio), 1), full]; all `full` at ratio 1."""
+    if ratio >= 1.0:
+        return [full] * count
+    return [rng.randint(max(int(full * ratio), 1), full) for _ in range(count)]
+
+
 def make_prompts(workload: Workload, count: int, salt: int = 0) -> list[list[int]]:
-    """Seeded random token-id prompts of exactly input_len ids inside [token_low, token_high)."""
+    """Seeded token-id prompts inside [token_low, token_high), input_len ids each (or bench_serving's range of
+    lengths under range_ratio < 1), drawn as `workload.sampling` says."""
     rng = random.Random(workload.seed * 1_000_003 + salt)
     lo, hi = workload.token_low, workload.token_high
-    return [[rng.randrange(lo, hi) for _ in range(workload.input_len)] for _ in range(count)]
+    lens = lengths(workload.input_len, workload.range_ratio, count, rng)
+    if workload.sampling == "random-ids":
+        span = hi - lo
+        offsets = [rng.randrange(span) for _ in range(count)]
+        return [[lo + (offsets[i] + i + j) % span for j in range(lens[i])] for i in range(count)]
+    return [[rng.randrange(lo, hi) for _ in range(n)] for n in lens]
+
+
+def output_lengths(workload: Workload, count: int, salt: int = 0) -> list[int]:
+    """Each request's output length: output_len, or bench_serving's range under range_ratio < 1."""
+    return lengths(workload.output_len, workload.range_ratio, count, random.Random(workload.seed * 7_919 + salt))
 
 
 def prompt_text(prompt: list[int]) -> str:
@@ -299,7 +337,8 @@ class LoadRunner:
     """Runs Workloads against one server URL over a shared HTTP session."""
 
     def __init__(self, url: str, stop_check: Callable[[], str | None] | None = None,
-                 model_hint: str | None = None, busy_check: Callable[[], str | None] | None = None) -> None:
+                 model_hint: str | None = None, busy_check: Callable[[], str | None] | None = None,
+                 progress: Callable[[str, float], None] | None = None) -> None:
         self.url = url.rstrip("/")
         self.stop_check = stop_check
         self.model_hint = model_hint
@@ -315,6 +354,10 @@ class LoadRunner:
         self.stall_timeout_s: float | None = None
         self.cache_note: str | None = None  # why the prefix cache was not flushed before the measured window
         self.busy_check = busy_check  # a stall the server's log explains (it compiles) is a pause, not a hang
+        self.progress = progress  # (line, elapsed s) while the measured window runs: a long point is not silent
+        self.window: tuple[float, int, int, int] | None = None  # start, requests and tokens before it, its size
+        self.completed_total = 0  # every phase's completed requests and their tokens: the server's /metrics counts
+        self.tokens_total = 0  # the same requests, so the two can be held against each other
         self.pauses: list[str] = []
 
     async def preflight(self, session: aiohttp.ClientSession, workload: Workload) -> None:
@@ -383,7 +426,7 @@ class LoadRunner:
     ) -> RequestRecord:
         """Send one streaming request and record what came back; never raises for server faults."""
         path, body = _payload(workload, prompt, output_len, self.model, self.shape)
-        rec = RequestRecord(start=time.perf_counter(), prompt_len=len(prompt))
+        rec = RequestRecord(start=time.perf_counter(), prompt_len=len(prompt), asked=output_len)
         stream = _Stream(rec, workload.protocol, output_len)
         stream.server_prompt_len = not self.shape.token_ids
         self._in_flight += 1
@@ -421,6 +464,9 @@ class LoadRunner:
             self._in_flight -= 1
         if not rec.success and not rec.latency:
             rec.latency = time.perf_counter() - rec.start
+        if rec.success:
+            self.completed_total += 1
+            self.tokens_total += rec.output_len
         return rec
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: bytes,
@@ -438,18 +484,19 @@ class LoadRunner:
         return await session.post(url, data=body, headers=_JSON, timeout=timeout, trace_request_ctx=rec)
 
     async def _phase(
-        self, session: aiohttp.ClientSession, workload: Workload, prompts: list[list[int]], output_len: int
+        self, session: aiohttp.ClientSession, workload: Workload, prompts: list[list[int]], output_len: int | list[int]
     ) -> list[RequestRecord]:
         records: list[RequestRecord | None] = [None] * len(prompts)
         order = iter(range(len(prompts)))
 
         async def worker() -> None:
             for i in order:
-                records[i] = await self.one(session, workload, prompts[i], output_len)
+                n = output_len[i] if isinstance(output_len, list) else output_len
+                records[i] = await self.one(session, workload, prompts[i], n)
 
         workers = [asyncio.ensure_future(worker()) for _ in range(min(workload.concurrency, len(prompts)))]
         self.last_progress = time.perf_counter()
-        watching = self.stop_check is not None or self.stall_timeout_s is not None
+        watching = self.stop_check is not None or self.stall_timeout_s is not None or self.progress is not None
         watcher = asyncio.ensure_future(self._watch(workers)) if watching else None
         try:
             await asyncio.gather(*workers, return_exceptions=False)
@@ -464,6 +511,12 @@ class LoadRunner:
     async def _watch(self, workers: Sequence[asyncio.Future[None]]) -> None:
         while True:
             await asyncio.sleep(0.1)
+            if self.progress is not None and self.window is not None:
+                t0, done0, tokens0, total = self.window
+                elapsed = time.perf_counter() - t0
+                tokens = self.tokens_total - tokens0
+                self.progress(f"{self.completed_total - done0} of {total} requests, {tokens / max(elapsed, 1e-9):.1f} "
+                              f"output tok/s so far", elapsed)
             reason = self.stop_check() if self.stop_check else None
             quiet = time.perf_counter() - self.last_progress
             if not reason and self.stall_timeout_s is not None and quiet > self.stall_timeout_s:
@@ -507,7 +560,9 @@ class LoadRunner:
             started_at = time.time()
             t0 = time.perf_counter()
             monitor = ClientMonitor().start()
-            records = [] if self.aborted else await self._phase(session, workload, prompts, workload.output_len)
+            self.window = (t0, self.completed_total, self.tokens_total, len(prompts))
+            out_lens = output_lengths(workload, workload.num_prompts)
+            records = [] if self.aborted else await self._phase(session, workload, prompts, out_lens)
             duration = time.perf_counter() - t0
             client = monitor.stop([r.sent - r.start for r in records if r.sent])
             metrics = compute_metrics(records, duration, t0)
@@ -528,6 +583,8 @@ class LoadRunner:
                 client=client,
                 cache_note=self.cache_note,
                 pauses=list(self.pauses),
+                completed_total=self.completed_total,
+                tokens_total=self.tokens_total,
             )
 
     async def _flush(self, session: aiohttp.ClientSession) -> str | None:
@@ -557,7 +614,8 @@ async def _stamp_sent(session: aiohttp.ClientSession, ctx: Any, params: aiohttp.
 
 
 def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | None] | None = None,
-                 model_hint: str | None = None, busy_check: Callable[[], str | None] | None = None) -> BenchResult:
+                 model_hint: str | None = None, busy_check: Callable[[], str | None] | None = None,
+                 progress: Callable[[str, float], None] | None = None) -> BenchResult:
     """Run one Workload against url from synchronous code (the CLI and the pytest plugin)."""
     # A full collection of thousands of live streams pauses the client for tens of ms mid-run: collect
     # once before, then only the young generations while measuring.
@@ -565,6 +623,6 @@ def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | No
     threshold = gc.get_threshold()
     gc.set_threshold(threshold[0], threshold[1], 1_000_000)
     try:
-        return asyncio.run(LoadRunner(url, stop_check, model_hint, busy_check).run(workload))
+        return asyncio.run(LoadRunner(url, stop_check, model_hint, busy_check, progress).run(workload))
     finally:
         gc.set_threshold(*threshold)

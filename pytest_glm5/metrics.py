@@ -55,6 +55,7 @@ class RequestRecord:
     start: float
     prompt_len: int
     sent: float = 0.0  # when its body was written (the client's own delay is sent - start)
+    asked: int = 0  # the output length requested (bench_serving's range gives each request its own)
     success: bool = False
     ttft: float = 0.0
     latency: float = 0.0

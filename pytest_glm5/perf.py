@@ -95,7 +95,10 @@ def bench(server: ServerHandle, run: PerfRun, fail: Fail, concurrency: int = 1, 
     except ValueError as exc:
         fail(f"bad workload for {server.config.name}: {exc}")
     before = run.pool.cotenants()
-    m = measure(server, wl)
+    m = measure(server, wl, run.pool.progress)
+    done = getattr(run.pool.progress, "done", None)
+    if done is not None:
+        done()  # the live line gives way to what comes next
     if m.problem is not None:
         after_failed_run(run.pool, m)
         fail(m.problem)

@@ -933,6 +933,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 terminalreporter.write_line(f"{cfg_name} {scenario}: lengths approximate: {rs[0].shape.describe()}")
             notes = sorted({r.cache_note for r in rs if r.cache_note})
             notes += [f"paused, not hung: {p}" for r in rs for p in r.pauses]
+            notes += sorted({r.server_note for r in rs if r.server_note})
             for line in wrapped([f"{cfg_name} {scenario}: {note}" for note in notes]):
                 terminalreporter.write_line(line, yellow=True)
         tel = telemetry_lines(gate.results)

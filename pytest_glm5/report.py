@@ -28,7 +28,7 @@ class TerminalProgress:
         if self.quiet or self.tr is None:
             return
         now = time.monotonic()
-        if doing != "starting":
+        if doing not in ("starting", "measuring"):
             # Seldom (the lease book says it every 30 s) and worth a line of its own, in a log and on a terminal.
             self.done()
             self.tr.write_line(f"glm5: {config} {line.strip()} [{elapsed:.0f} s]")
@@ -38,7 +38,7 @@ class TerminalProgress:
         if now - self.last < (0.5 if self.tty else 30.0):
             return
         self.last = now
-        text = f"glm5: starting {config} [{elapsed:5.0f} s] {line.strip()[:110]}"
+        text = f"glm5: {doing} {config} [{elapsed:5.0f} s] {line.strip()[:110]}"
         if self.tty:
             self.tr.rewrite(text, erase=True)
             self.shown = True

@@ -72,6 +72,17 @@ def parse_fraction(value: str) -> float:
     return number
 
 
+def parse_ratio(value: str) -> float:
+    """A number in [0, 1] (bench_serving's range ratio: 1 = fixed lengths); ValueError saying so."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number <= 1:
+        raise ValueError("must be a number in [0, 1] (1 = fixed lengths)")
+    return number
+
+
 def parse_ab(value: str) -> tuple[str, str]:
     """`base,patched`: two build names."""
     names = [n.strip() for n in value.split(",")]

@@ -157,6 +157,14 @@ def launches_needed(cv: float, effect: float, alpha: float, n_ref: int | None, p
     return max(1, math.ceil(1 / room))
 
 
+def detectable_drop(cv: float, n_new: int, alpha: float, n_ref: int | None, power: float = 0.95) -> float:
+    """The smallest drop (a fraction) that n_new launches find with `power` at this CV: the inverse of
+    launches_needed, what a run could see with the launches it had."""
+    z = float(sps.norm.ppf(1 - alpha) + sps.norm.ppf(power))
+    se = cv * math.sqrt(2 / max(n_new, 1)) if n_ref is None else cv * math.sqrt(1 / max(n_new, 1) + 1 / n_ref)
+    return math.expm1(z * se)
+
+
 def benjamini_hochberg(pvalues: Sequence[float], q: float) -> list[bool]:
     """Which hypotheses BH rejects at false-discovery rate q. When nothing changed (every null true) this bounds the
     chance of any false alarm across the whole family by q, as Holm would; when much changed it keeps the power

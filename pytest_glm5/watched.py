@@ -7,9 +7,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from . import forensics
+from . import forensics, servermetrics
 from .loadgen import PREFLIGHT_TIMEOUT_S, BenchError, BenchResult, Unreachable, Workload, run_workload
-from .process import ServerHandle, http_get, process_state
+from .process import Progress, ServerHandle, http_get, process_state
 from .telemetry import Sampler, load_nvml
 
 READY_AGAIN_S = 30.0
@@ -25,7 +25,7 @@ class Measured:
     not_answering: bool = False  # alive but stuck (hung, stopped): the server must be stopped, not waited on
 
 
-def measure(server: ServerHandle, workload: Workload) -> Measured:
+def measure(server: ServerHandle, workload: Workload, progress: Progress | None = None) -> Measured:
     """Run the workload; abort within ~0.1 s of the server's death or past the stall timeout, and say why."""
     t0 = time.monotonic()
 
@@ -53,8 +53,12 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
     nvml = load_nvml()
     sampler = Sampler(nvml).start() if nvml is not None else None
     behind = server.engine.lag_seconds(server.url)
+    counted = servermetrics.snapshot(server.url)
     try:
-        result = run_workload(server.url, workload, stop_check=died, model_hint=server.model, busy_check=compiling)
+        label = f"{server.config.name} {workload.label()}"
+        said = (lambda line, elapsed: progress(label, elapsed, line, "measuring")) if progress is not None else None
+        result = run_workload(server.url, workload, stop_check=died, model_hint=server.model, busy_check=compiling,
+                              progress=said)
     except BenchError as exc:
         code = server.exit_code()
         if code is not None:
@@ -69,6 +73,9 @@ def measure(server: ServerHandle, workload: Workload) -> Measured:
     finally:
         telemetry = sampler.stop() if sampler is not None else None
     result.telemetry = telemetry
+    result.server = servermetrics.view(counted, servermetrics.snapshot(server.url) if counted is not None else None)
+    if result.server is not None:
+        result.server_note = result.server.mismatch(result.completed_total, result.tokens_total)
     after = server.engine.lag_seconds(server.url) if behind is not None else None
     if behind is not None and after is not None:
         result.lag_s = max(0.0, after - behind)
@@ -112,10 +119,10 @@ def check_stability(server: ServerHandle, workload: Workload, error_budget: int 
     if r.failed > error_budget:
         out.problems.append(f"{r.failed} of {workload.num_prompts} requests failed (error budget {error_budget}): "
                             + "; ".join(r.errors[:3]))
-    wrong = [rec.output_len for rec in r.records if rec.success and rec.output_len != workload.output_len]
+    wrong = [f"{rec.output_len} of {rec.asked}" for rec in r.records if rec.success and rec.output_len != rec.asked]
     if wrong:
-        out.problems.append(f"{len(wrong)} completed requests did not produce exactly {workload.output_len} "
-                            f"tokens (e.g. {wrong[:5]})")
+        out.problems.append(f"{len(wrong)} completed requests did not produce exactly the tokens asked "
+                            f"(e.g. {', '.join(wrong[:5])})")
     if r.telemetry is not None:
         grown = {g: d for g, d in r.telemetry.memory_growth_gb().items() if d > MEMORY_GROWTH_GB}
         if grown:

@@ -452,14 +452,16 @@ def test_each_entry_gets_its_own_provenance_and_workload(pytester: pytest.Pytest
     data = tomllib.loads((pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml").read_text())
     a, b = data["a"]["s"]["output_throughput"], data["b"]["s"]["output_throughput"]
     assert a["provenance"]["server_args"] != b["provenance"]["server_args"]  # each its own server's args
-    assert a["workload"] == {"concurrency": 1, "input_len": 128, "output_len": 4, "protocol": "sglang"}
+    assert a["workload"] == {"concurrency": 1, "input_len": 128, "output_len": 4, "protocol": "sglang",
+                             "range_ratio": 1.0, "sampling": "random-ids"}
     assert b["workload"]["concurrency"] == 2
     # The same scenario name under another workload is not compared: it says so.
     pytester.makepyfile(PROV_TESTS.replace("concurrency=1, num_prompts=2", "concurrency=3, num_prompts=6"))
     result = pytester.runpytest("-rA", "-k", "test_a")  # b's throughput against a floor of one run is not the point
     result.assert_outcomes(passed=1, deselected=1)
     said_lines(result, ["*a s output_throughput * (workload changed: baseline recorded with c1 128/4 sglang, "
-                                 "measured with c3 128/4 sglang; not compared, record it with --update-baselines)"])
+                                 "random-ids ids, measured with c3 128/4 sglang, random-ids ids; not compared, record "
+                                 "it with --update-baselines)"])
     assert_no_server_left(model)
 
 

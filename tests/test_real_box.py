@@ -3,9 +3,11 @@ a gate that found no baselines, and a regression that must show as a failed test
 
 from __future__ import annotations
 
+import itertools
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 from plugin_helpers import model_of, write_configs
@@ -189,3 +191,97 @@ def test_one(): pass
     result.stdout.fnmatch_lines(["*sm120: config tp8 needs 8 GPUs of compute capability 12.0 (tp-size 8 *); this "
                                  "run sees 1 (CUDA_VISIBLE_DEVICES=3)*"])
     result.stdout.fnmatch_lines(["glm5: baselines */1x-rtx-pro-6000-blackwell-sm120/* for one*"])
+
+
+def test_the_servers_own_count_agrees_and_catches_another_client(sim_factory: Any) -> None:
+    import threading
+
+    from pytest_glm5 import servermetrics
+    from pytest_glm5.loadgen import Workload, run_workload
+
+    s = sim_factory("--enable-metrics", profile="tiny", scale=1.0)
+    wl = Workload(concurrency=4, num_prompts=16, input_len=8, output_len=16, warmup=4)
+    before = servermetrics.snapshot(s.url)
+    r = run_workload(s.url, wl)
+    seen = servermetrics.view(before, servermetrics.snapshot(s.url))
+    assert seen is not None and seen.requests == r.completed_total == 1 + 4 + 16  # probe, warmup, window
+    assert seen.generated_tokens == r.tokens_total and seen.mismatch(r.completed_total, r.tokens_total) is None
+    assert {"num_running_reqs", "num_queue_reqs", "gen_throughput"} <= set(seen.gauges)
+    before = servermetrics.snapshot(s.url)
+    other = threading.Thread(target=run_workload, args=(s.url, wl))
+    other.start()
+    r = run_workload(s.url, wl)
+    other.join()
+    both = servermetrics.view(before, servermetrics.snapshot(s.url))
+    assert both is not None
+    said = both.mismatch(r.completed_total, r.tokens_total)
+    assert said is not None and "another client was using the server" in said
+
+
+def test_a_failed_cache_flush_is_said(sim_factory: Any) -> None:
+    import threading
+
+    from pytest_glm5.loadgen import Workload, run_workload
+
+    s = sim_factory(profile="tiny", scale=1.0)
+    quiet = run_workload(s.url, Workload(concurrency=2, num_prompts=4, input_len=8, output_len=8, warmup=2))
+    assert quiet.cache_note is None
+    # Someone else's requests keep the server busy: SGLang (and the emulator) refuse to flush while requests run.
+    busy = threading.Thread(target=run_workload, args=(s.url, Workload(
+        concurrency=8, num_prompts=48, input_len=8, output_len=256, warmup=0)))
+    busy.start()
+    try:
+        r = run_workload(s.url, Workload(concurrency=2, num_prompts=4, input_len=8, output_len=8, warmup=2))
+    finally:
+        busy.join()
+    assert r.cache_note is not None and r.cache_note.startswith("/flush_cache failed 3 times (HTTP 400: Cache not "
+                                                                "flushed")
+    assert r.cache_note.endswith("measured with a warm prefix cache")
+
+
+def test_a_long_point_says_how_far_it_got(sim_factory: Any) -> None:
+    from pytest_glm5.loadgen import Workload, run_workload
+    from pytest_glm5.report import TerminalProgress
+
+    s = sim_factory(profile="tiny", scale=1.0)
+    said: list[tuple[str, float]] = []
+    run_workload(s.url, Workload(concurrency=2, num_prompts=12, input_len=8, output_len=64, warmup=2),
+                 progress=lambda line, elapsed: said.append((line, elapsed)))
+    assert said and said[-1][0].startswith(("10 of 12 requests", "11 of 12 requests", "12 of 12 requests"))
+    assert " output tok/s so far" in said[-1][0] and said[-1][1] > said[0][1]
+
+    class Tty:
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def isatty(self) -> bool:
+            return True
+
+        def rewrite(self, line: str, erase: bool = False) -> None:
+            self.lines.append(line)
+
+        def write_line(self, line: str) -> None:
+            self.lines.append("LINE " + line)
+
+    tty = Tty()
+    TerminalProgress(tty)("tp8 c1 128/128 sglang", 12.0, "3 of 4 requests, 10.2 output tok/s so far", "measuring")
+    assert tty.lines == ["glm5: measuring tp8 c1 128/128 sglang [   12 s] 3 of 4 requests, 10.2 output tok/s so far"]
+
+
+def test_prompts_follow_bench_servings_random_ids_and_range_ratio() -> None:
+    from pytest_glm5.loadgen import Workload, make_prompts, output_lengths
+
+    wl = Workload(concurrency=1, num_prompts=200, input_len=64, output_len=32, token_low=10, token_high=1000)
+    prompts = make_prompts(wl, 200)
+    assert all(len(p) == 64 for p in prompts) and output_lengths(wl, 200) == [32] * 200
+    # bench_serving's random-ids: request i is a run of consecutive ids from a random offset, wrapping in the vocab.
+    for p in prompts:
+        assert all((b - a) % 990 == 1 for a, b in itertools.pairwise(p)) and all(10 <= t < 1000 for t in p)
+    assert len({p[0] for p in prompts}) > 150  # the offsets are spread
+    ranged = Workload(concurrency=1, num_prompts=500, input_len=128, output_len=128, range_ratio=0.5)
+    lens = [len(p) for p in make_prompts(ranged, 500)]
+    outs = output_lengths(ranged, 500)
+    assert min(lens) >= 64 and max(lens) == 128 and 90 < sum(lens) / 500 < 102  # uniform in [64, 128]
+    assert min(outs) >= 64 and max(outs) <= 128 and len(set(outs)) > 40
+    with pytest.raises(ValueError, match="range_ratio must be in"):
+        Workload(concurrency=1, num_prompts=1, range_ratio=1.5)

@@ -77,7 +77,7 @@ def test_nightly_gate_finds_a_5_percent_drop_and_says_noisy_when_it_cannot() -> 
                           wide, {}, Look(0.01, 1, 3))
     assert n.verdict in ("noisy", "pass")
     if n.verdict == "noisy":
-        assert "record more" in n.note or "would find" in n.note
+        assert "record more" in n.note or "would find" in n.note or "more than a night affords" in n.note
 
 
 def test_ab_answers_same_different_unknown() -> None:
@@ -128,3 +128,16 @@ def test_latency_ceilings_bind_with_their_slack() -> None:
     jitter = [2.3, 2.25]  # +14%: inside the slack's 25% of 2 ms
     assert against_reference("tp8", "single-stream", "p99_ttft_ms", jitter, jitter, bound, {},
                              Look(0.01, 2, 5)).verdict == "pass"
+
+
+@pytest.mark.parametrize(("cv", "n_ref"), [(0.02, 5), (0.05, 8), (0.14, None), (0.03, None)])
+def test_detectable_drop_is_what_launches_needed_asks_for(cv: float, n_ref: int | None) -> None:
+    from pytest_glm5.stats import detectable_drop, launches_needed
+
+    for n in (1, 2, 4, 8):
+        if n_ref is None and n < 2:
+            continue
+        seen = detectable_drop(cv, n, 0.01, n_ref)
+        # n launches suffice for the drop they can see, and not for a clearly smaller one.
+        assert (launches_needed(cv, seen * 1.001, 0.01, n_ref) or 10**9) <= n
+        assert (launches_needed(cv, seen * 0.8, 0.01, n_ref) or 10**9) > n
