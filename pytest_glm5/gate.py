@@ -249,9 +249,11 @@ def versus_of(config: str, scenario: str, verdicts: Sequence[Verdict], everythin
             continue
         prior = [list(b.launches) for b in (v.bound, r.bound) if b is not None]
         tolerance = v.bound.tolerance if v.bound is not None else decide.AB_TOLERANCE
-        out.append(decide.against_config(config, scenario, metric, v.launches, r.launches, ref, prior, tolerance,
-                                         Look(statistics.alpha, effect=statistics.effect),
-                                         bool(cfg and cfg.expected_slower)))
+        versus = decide.against_config(config, scenario, metric, v.launches, r.launches, ref, prior, tolerance,
+                                       Look(statistics.alpha, effect=statistics.effect),
+                                       bool(cfg and cfg.expected_slower))
+        versus.test = v.test  # the test that measured this config's side: its gate item fails on a regression
+        out.append(versus)
     return out
 
 

@@ -707,12 +707,13 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     under xunit1, on the suite, prefixed with the test id, under xunit2, whose schema allows no other place)."""
     gate = item.config.stash.get(gate_key, None)
     before = len(gate.verdicts) if gate is not None else 0
+    versus = len(gate.versus) if gate is not None else 0
     try:
         return (yield)
     finally:
         gate = item.config.stash.get(gate_key, None)
         mine = gate.verdicts[before:] if gate is not None else []
-        for v in mine:
+        for v in [*mine, *(gate.versus[versus:] if gate is not None else [])]:
             v.test = item.nodeid
         xml = item.config.stash.get(_xml_key(), None) if mine else None
         if mine and xml is not None:
@@ -946,6 +947,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for line in wrapped([f"glm5 {line}" for line in (written.lines if written else [])]):
         terminalreporter.write_line(line)
     regressed = config.stash.get(regressed_key, [])
-    last = outcome_line(view.verdicts, regressed, view.problems)
+    known = frozenset(n for n, c in server_configs(config).items() if c.known_issue) if _configs_path(config).exists() \
+        else frozenset()
+    last = outcome_line(view.verdicts, regressed, view.problems, known)
     terminalreporter.write_line(last, red=last.startswith("FAILED"), green=last.startswith("PASSED"), bold=True)
     sys.stdout.flush()

@@ -144,21 +144,26 @@ def wrapped(lines: Sequence[str], width: int = WIDTH) -> list[str]:
     return out
 
 
-def outcome_line(verdicts: Sequence[Verdict], regressed: Sequence[Verdict], problems: dict[str, str]) -> str:
+def outcome_line(verdicts: Sequence[Verdict], regressed: Sequence[Verdict], problems: dict[str, str],
+                 known: frozenset[str] = frozenset()) -> str:
     """The run's last word: `FAILED: 2 regressions (tp8 single-stream output_throughput -11.9%, ...)`, or PASSED."""
     judged = [v for v in verdicts if v.verdict in ("pass", "regression", "improvement", KNOWN_COST)]
     not_judged = [v for v in verdicts if v.verdict in (EMULATOR_BOUND, CLIENT_BOUND, NOISY, WORKLOAD_CHANGED, "new")]
     tail = (f"; {len(judged)} series decided, {len(not_judged)} not (noisy, not judged, new or workload changed)"
             if not_judged else f"; {len(judged)} series decided") if verdicts else ""
-    crashed = f"; {len(problems)} config{'s' if len(problems) != 1 else ''} crashed or could not run" \
-        if problems else ""
+    expected = [name for name in problems if name in known]
+    failed = [name for name in problems if name not in known]
+    crashed = (f"; {len(failed)} config{'s' if len(failed) != 1 else ''} crashed or could not run" if failed
+               else "")
+    crashed += (f"; {len(expected)} known issue{'s' if len(expected) != 1 else ''} crashed as expected" if expected
+                else "")
     if regressed:
         named = ", ".join(f"{v.config} {v.scenario} {v.metric} {change_cell(v).split(' ')[0]}" for v in regressed[:3])
         more = f", and {len(regressed) - 3} more" if len(regressed) > 3 else ""
         return f"FAILED: {len(regressed)} regression{'s' if len(regressed) != 1 else ''} ({named}{more}){crashed}{tail}"
     bare = sorted({v.config for v in verdicts if (v.note or "").startswith("NO BASELINES")})
     unguarded = f"; NO BASELINES for {', '.join(bare)} (nothing gated there)" if bare else ""
-    return f"{'FAILED' if problems else 'PASSED'}: no regression{crashed}{unguarded}{tail}"
+    return f"{'FAILED' if failed else 'PASSED'}: no regression{crashed}{unguarded}{tail}"
 
 
 def grouped_reasons(verdicts: Sequence[Verdict]) -> list[str]:
