@@ -843,7 +843,9 @@ def _save_durations(config: pytest.Config, more: list[dict[str, float]]) -> None
     for d in [config.stash.get(durations_key, {}), *more]:
         for name, seconds in d.items():
             spent[name] = spent.get(name, 0.0) + float(seconds)
-    if cache is None or not spent or config.option.collectonly:
+    # A shard does not rewrite the durations the split is balanced on: its sibling shards, started after it from
+    # the same cache, must split the configs exactly as it did (else a config runs twice or never).
+    if cache is None or not spent or config.option.collectonly or _settings(config)["glm5-shard"] is not None:
         return
     known = dict(cache.get(DURATIONS_KEY, {}) or {})
     cache.set(DURATIONS_KEY, {**known, **{k: round(v, 2) for k, v in spent.items()}})

@@ -43,9 +43,13 @@ def test_shards_merged_give_the_unsharded_verdicts(pytester: pytest.Pytester) ->
     whole = pytester.runpytest_subprocess("--glm5-report", "whole.json")
     assert whole.ret == 0, whole.stdout.str()
     shards = []
+    durations = pytester.path / ".pytest_cache" / "v" / "glm5" / "config-durations"
+    balanced_on = durations.read_text()
     for i in (1, 2):
         r = pytester.runpytest_subprocess("--glm5-shard", f"{i}/2", "--glm5-report", f"s{i}.json")
         assert r.ret == 0, r.stdout.str()
+        # The next shard splits on the same durations: a shard rewriting them could run a config twice or never.
+        assert durations.read_text() == balanced_on
         said_lines(r, [f"glm5: shard {i}/2: * of 3 configs (*; balanced by the last run's durations)"])
         shards.append(pytester.path / f"s{i}.json")
     docs = [json.loads(p.read_text()) for p in shards]
