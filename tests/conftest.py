@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,10 @@ def sim(sim_factory: Callable[..., Sim]) -> Sim:
 
 @pytest.fixture(autouse=True)
 def _not_ci(monkeypatch: pytest.MonkeyPatch) -> None:
-    # CI=true turns on --glm5-require-baselines; the sessions these tests start decide it for themselves.
+    # CI=true turns on --glm5-require-baselines; the sessions these tests start decide it for themselves. Whether
+    # this run is CI is kept apart (GLM5_OUTER_CI): CI never skips the llama.cpp tests.
+    if os.environ.get("CI"):
+        monkeypatch.setenv("GLM5_OUTER_CI", os.environ["CI"])
     monkeypatch.delenv("CI", raising=False)
 
 

@@ -27,7 +27,7 @@ def _engine() -> LlamaCppEngine:
     try:
         engine.binary()
     except EngineError as exc:
-        if os.environ.get("CI"):
+        if os.environ.get("CI") or os.environ.get("GLM5_OUTER_CI"):
             pytest.fail(f"CI must run the llama.cpp tests: {exc}")  # never skipped in CI
         pytest.skip(str(exc))
     return engine
