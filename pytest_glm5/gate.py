@@ -197,8 +197,6 @@ class PerfGate:
             # A regression, provisional or statistical, fails its gate item at the end of the run (gatereport.py).
             if v.verdict == "new" and self.strict and not ab:
                 failures.append(v.line() + f"; --glm5-strict-baselines needs an entry in {path}")
-        # Noisy: another launch may decide it. A regression seen on one launch only is confirmed on a second (a host
-        # hiccup hits one measurement); requiring more evidence never raises the false-alarm rate.
         if not store.has_config(config) and all(v.verdict == "new" for v in out) and not ab:
             loud = (f"NO BASELINES: {config} has no entry in {path} (hardware {provenance.hardware}, model key "
                     f"{model_key(provenance.model)} of {provenance.model}): every metric reads new, nothing is gated")
@@ -208,6 +206,8 @@ class PerfGate:
                 failures.append(loud + "; record them with --update-baselines, or set --glm5-baselines / the "
                                 "hardware key to where they are (this fails under CI=true or "
                                 "--glm5-require-baselines)")
+        # Noisy: another launch may decide it. A regression seen on one launch only is confirmed on a second (a host
+        # hiccup hits one measurement); requiring more evidence never raises the false-alarm rate.
         undecided = any(v.stat and (v.verdict == decide.NOISY or (v.verdict == "regression" and len(v.launches) < 2))
                         for v in out) and not look.last
         if self.strict and not undecided:
