@@ -14,12 +14,13 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "BenchResult": "loadgen", "Workload": "loadgen", "run_workload": "loadgen", "BenchError": "loadgen",
     "ServerConfig": "configs", "load_configs": "configs", "ConfigError": "configs",
-    "ServerHandle": "process", "ServerError": "process", "launch": "process", "stop": "process",
-    "ServerPool": "pool", "PoolSettings": "pool",
+    "ServerHandle": "servers.process", "ServerError": "servers.process", "launch": "servers.process",
+    "stop": "servers.process",
+    "ServerPool": "servers.pool", "PoolSettings": "servers.pool",
     "Perf": "perf", "PerfRun": "perf", "bench": "perf",
-    "PerfGate": "gate", "GateError": "gate",
-    "Verdict": "baselines", "BaselineStore": "baselines", "BaselineError": "baselines",
-    "Provenance": "provenance",
+    "PerfGate": "judge.gate", "GateError": "judge.gate",
+    "Verdict": "judge.baselines", "BaselineStore": "judge.baselines", "BaselineError": "judge.baselines",
+    "Provenance": "judge.provenance",
     "Settings": "settings", "SettingsError": "settings",
 }
 __all__ = ["__version__", *sorted(_PUBLIC)]

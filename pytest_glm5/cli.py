@@ -177,7 +177,7 @@ def _compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def cmd_compare(ns: argparse.Namespace) -> int:
     """Run `glm5 compare`; exit 1 on a regression, 2 on bad input."""
-    from .compare import CompareError, compare_reports
+    from .judge.compare import CompareError, compare_reports
 
     try:
         outcome = compare_reports(ns.base, ns.head, ns.alpha, ns.effect, ns.tolerance)
@@ -201,8 +201,8 @@ def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def cmd_history(ns: argparse.Namespace) -> int:
     """Run `glm5 history`; exit 2 on bad input."""
-    from .history import HistoryError, load_dir, series_of
-    from .trends import analyse, lines
+    from .report.history import HistoryError, load_dir, series_of
+    from .report.trends import analyse, lines
 
     try:
         runs, notes = load_dir(ns.dir)
@@ -241,8 +241,8 @@ def _merge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def cmd_merge(ns: argparse.Namespace) -> int:
     """Run `glm5 merge`; exit 1 on a regression or a failed write, 2 on bad input."""
-    from .merge import MergeError, merge_reports
-    from .outputs import Outputs
+    from .judge.merge import MergeError, merge_reports
+    from .report.outputs import Outputs
 
     out = Outputs(report=ns.report, html=ns.html, markdown=ns.markdown, history=ns.history)
     try:

@@ -12,16 +12,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
-from .builds import DEFAULT_BUILD, Build
-from .builds import describe as describe_build
 from .configs import ServerConfig
-from .gate import Checked, GateError, PerfGate
+from .judge.gate import Checked, GateError, PerfGate
+from .judge.provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
 from .loadgen import BenchResult, Workload
-from .pool import ServerPool
-from .process import ServerError, ServerHandle
-from .provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
+from .measurement import Measured, Stability, check_stability, measure
+from .servers.builds import DEFAULT_BUILD, Build
+from .servers.builds import describe as describe_build
+from .servers.pool import ServerPool
+from .servers.process import ServerError, ServerHandle
 from .telemetry import Gpu
-from .watched import Measured, Stability, check_stability, measure
 
 
 class Fail(Protocol):

@@ -16,28 +16,21 @@ from typing import Any, NoReturn
 
 import pytest
 
-from . import exports, gatereport, hookspecs, proxies
-from .baselines import Change, Verdict
-from .builds import Build, identity, load_builds, pick
+from . import hookspecs, proxies
 from .configs import ConfigError, ServerConfig, load_configs
-from .engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine, TransformersEngine
-from .engines.base import gpus_for
-from .forensics import known_issue_mismatch, tail
-from .gate import GateError, PerfGate, Statistics, check_stores, versus_all
 from .grouping import scope_of
-from .junit import properties, suite_level
-from .leases import Device, LeaseBook, LeaseError, book_for, default_lease_dir, emulated, visible
+from .judge.baselines import Change, Verdict
+from .judge.gate import GateError, PerfGate, Statistics, check_stores, versus_all
+from .judge.merge import Merged, decide_family, join, merged_doc
+from .judge.merge import update as update_baselines
+from .judge.provenance import expected_hardware, git_commit
 from .loadgen import BenchResult
-from .merge import Merged, decide_family, join, merged_doc
-from .merge import update as update_baselines
-from .outputs import Outputs, write_all
 from .perf import Perf, PerfRun
 from .perf import bench as run_bench
-from .pool import ConfigMismatch, PoolSettings, ServerPool
-from .process import ServerError, ServerHandle
-from .provenance import expected_hardware, git_commit
-from .records import KEPT, RecordStore, reap_leftovers, stop_recorded
-from .report import (
+from .report import exports, gateitems
+from .report.junit import properties, suite_level
+from .report.outputs import Outputs, write_all
+from .report.terminal import (
     TerminalProgress,
     WorkerLines,
     campaign_lines,
@@ -49,6 +42,14 @@ from .report import (
     verdict_table,
     wrapped,
 )
+from .servers.builds import Build, identity, load_builds, pick
+from .servers.engines import Engine, LlamaCppEngine, SGLangEngine, SimEngine, TransformersEngine
+from .servers.engines.base import gpus_for
+from .servers.forensics import known_issue_mismatch, tail
+from .servers.leases import Device, LeaseBook, LeaseError, book_for, default_lease_dir, emulated, visible
+from .servers.pool import ConfigMismatch, PoolSettings, ServerPool
+from .servers.process import ServerError, ServerHandle
+from .servers.records import KEPT, RecordStore, reap_leftovers, stop_recorded
 from .settings import (
     DEFAULT_BASELINES,
     DEFAULT_CONFIGS,
@@ -802,12 +803,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                       events=[(e.config, e.message) for e in pool.events] if pool else [],
                       family_size=gate.family_size if gate else 0)
     config.stash[view_key] = view
-    regressed = gatereport.regressions(view.verdicts, confirmed)
+    regressed = gateitems.regressions(view.verdicts, confirmed)
     config.stash[regressed_key] = regressed
-    gatereport.emit(regressed, pytest.TestReport, lambda r: config.hook.pytest_runtest_logreport(report=r))
+    gateitems.emit(regressed, pytest.TestReport, lambda r: config.hook.pytest_runtest_logreport(report=r))
     lf = config.pluginmanager.get_plugin("lfplugin")
     if lf is not None:
-        gatereport.mark_last_failed(lf.lastfailed, regressed, {v.test for v in view.verdicts if v.test})
+        gateitems.mark_last_failed(lf.lastfailed, regressed, {v.test for v in view.verdicts if v.test})
     if regressed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the run's family decision: a confirmed regression
     mode = s["update-baselines"]

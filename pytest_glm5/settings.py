@@ -100,7 +100,7 @@ def parse_shard(value: str) -> tuple[int, int]:
 
 def parse_export(value: str) -> tuple[str, str]:
     """`FORMAT:PATH` of --glm5-export."""
-    from .exports import parse_export as parse
+    from .report.exports import parse_export as parse
 
     return parse(value)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_glm5.leases import Device, LeaseError, book_for
+from pytest_glm5.servers.leases import Device, LeaseError, book_for
 from pytest_glm5.telemetry import inventory, load_nvml
 
 PROBE = ("import sys, time, torch\n"

@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from pytest_glm5.history import append, run_records, series_of
-from pytest_glm5.trends import analyse
+from pytest_glm5.report.history import append, run_records, series_of
+from pytest_glm5.report.trends import analyse
 
 METRICS = {"output_throughput": ("tok/s", "floor", 1000.0), "p99_ttft_ms": ("ms", "ceiling", 180.0),
            "p99_itl_ms": ("ms", "ceiling", 22.0), "median_e2e_latency_ms": ("ms", "ceiling", 2400.0)}

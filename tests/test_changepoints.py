@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from pytest_glm5.changepoints import find, trend
+from pytest_glm5.report.changepoints import find, trend
 
 SEEDS = 100
 

@@ -10,8 +10,8 @@ import pytest
 from plugin_helpers import said_lines, write_configs
 
 from pytest_glm5.configs import ServerConfig
-from pytest_glm5.engines import SGLangEngine, SimEngine
-from pytest_glm5.engines.base import EngineError, Preflight
+from pytest_glm5.servers.engines import SGLangEngine, SimEngine
+from pytest_glm5.servers.engines.base import EngineError, Preflight
 from pytest_glm5.spec.sglang import compare_server_info
 
 CFG = ServerConfig(name="tp8", flags={"tp-size": 8, "disable-cuda-graph": True, "enable-mscclpp": False,
@@ -94,7 +94,7 @@ def test_x(sglang_server): pass
 
 def test_sglang_is_found_in_another_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The plugin's venv has no SGLang; a system Python on PATH has it: that one runs the server.
-    from pytest_glm5.engines import sglang as eng
+    from pytest_glm5.servers.engines import sglang as eng
     other = tmp_path / "sys"
     (other / "sglang").mkdir(parents=True)
     (other / "sglang" / "__init__.py").write_text("")

@@ -182,8 +182,8 @@ def test_known_issue_that_matches_stays_xfail(pytester: pytest.Pytester) -> None
 
 
 def test_emulator_lag_is_its_own_verdict(tmp_path: Path) -> None:
-    from pytest_glm5.baselines import Bound
-    from pytest_glm5.gate import _behind
+    from pytest_glm5.judge.baselines import Bound
+    from pytest_glm5.judge.gate import _behind
 
     class R:
         def __init__(self, lag_s: float) -> None:
@@ -195,7 +195,7 @@ def test_emulator_lag_is_its_own_verdict(tmp_path: Path) -> None:
 
 
 def test_one_launch_of_a_config_does_not_confirm_a_drop_against_its_reference() -> None:
-    from pytest_glm5.decide import Look, against_config
+    from pytest_glm5.judge.decide import Look, against_config
 
     prior = [[100.0, 101.0, 99.5, 100.4, 99.8], [100.2, 99.1, 100.9, 100.0, 99.6]]
     one = against_config("mscclpp", "c256", "output_throughput", [93.0], [100.0], "tp8", prior, 0.03, Look(0.01),

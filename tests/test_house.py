@@ -16,17 +16,17 @@ import psutil
 import pytest
 from plugin_helpers import assert_no_server_left, said_lines, servers_of, write_configs
 
-from pytest_glm5.baselines import BaselineStore, Verdict, write_updates
 from pytest_glm5.cli import main as glm5
 from pytest_glm5.configs import ServerConfig
-from pytest_glm5.engines import SimEngine
-from pytest_glm5.engines.base import Preflight
-from pytest_glm5.forensics import cut_off, request_stack_dump
+from pytest_glm5.judge.baselines import BaselineStore, Verdict, write_updates
 from pytest_glm5.loadgen import BenchResult, Workload
 from pytest_glm5.metrics import RequestRecord
-from pytest_glm5.pool import PoolSettings, ServerPool
-from pytest_glm5.process import ServerHandle, ServerRecord
-from pytest_glm5.records import KEPT, RecordStore
+from pytest_glm5.servers.engines import SimEngine
+from pytest_glm5.servers.engines.base import Preflight
+from pytest_glm5.servers.forensics import cut_off, request_stack_dump
+from pytest_glm5.servers.pool import PoolSettings, ServerPool
+from pytest_glm5.servers.process import ServerHandle, ServerRecord
+from pytest_glm5.servers.records import KEPT, RecordStore
 
 PKG = Path(__file__).resolve().parents[1] / "pytest_glm5"
 ONE = "import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n"
@@ -52,8 +52,8 @@ def test_only_the_plugin_module_imports_pytest() -> None:
 
 def test_real_engines_never_import_the_emulator() -> None:
     for name in ("sglang.py", "llamacpp.py", "transformers.py", "base.py"):
-        assert not any("sim" in m.split(".") for m in _imports(PKG / "engines" / name)), name
-    assert not any("loadgen" in m for m in _imports(PKG / "pool.py"))  # the pool never reads load results
+        assert not any("sim" in m.split(".") for m in _imports(PKG / "servers" / "engines" / name)), name
+    assert not any("loadgen" in m for m in _imports(PKG / "servers" / "pool.py"))  # the pool never reads load results
 
 
 # --- settings: each bad value a usage error that names its source ------------------------------------------------
@@ -197,7 +197,7 @@ def test_update_keeps_comments_with_their_table_and_a_blank_line_before_headers(
 
 
 def test_update_all_leaves_passing_entries_alone(pytester: pytest.Pytester) -> None:
-    from pytest_glm5.baselines import Bound, select_updates
+    from pytest_glm5.judge.baselines import Bound, select_updates
 
     b = Bound("output_throughput", "floor", 10.0, 0.05)
     verdicts = [Verdict("c", "s", "output_throughput", 10.1, b, "pass"),
@@ -207,7 +207,7 @@ def test_update_all_leaves_passing_entries_alone(pytester: pytest.Pytester) -> N
 
 
 def test_stale_writer_never_lowers_a_floor_another_raised(tmp_path: Path) -> None:
-    from pytest_glm5.baselines import Bound
+    from pytest_glm5.judge.baselines import Bound
 
     path = tmp_path / "m.toml"
     path.write_text(FILE)
@@ -422,7 +422,7 @@ def test_process_tree_is_left_clean() -> None:
 
 
 def test_same_process_needs_the_pid_to_exist() -> None:
-    from pytest_glm5.process import same_process
+    from pytest_glm5.servers.process import same_process
 
     me = psutil.Process()
     assert same_process(me.pid, 0.0) and same_process(me.pid, me.create_time())

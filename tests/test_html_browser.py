@@ -14,7 +14,7 @@ from report_docs import big_doc
 from test_plugin_perf import TELEMETRY_NVML
 from test_reports import POINTS
 
-from pytest_glm5 import htmlpage
+from pytest_glm5.report import htmlpage
 
 # CI installs Chromium (.ci/run sets GLM5_REQUIRE_BROWSER): there a missing browser fails instead of skipping.
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() and not os.environ.get("GLM5_REQUIRE_BROWSER"),

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from plugin_helpers import FAKE_NVML, assert_no_server_left, report, said_lines, write_configs
 
-from pytest_glm5.leases import Device, LeaseBook, LeaseError, emulated, visible
+from pytest_glm5.servers.leases import Device, LeaseBook, LeaseError, emulated, visible
 from pytest_glm5.spec.sglang import flag_args, gpus_needed
 
 
@@ -296,7 +296,7 @@ def test_sigkill_of_the_xdist_controller_leaves_no_orphan(pytester: pytest.Pytes
     pytest.importorskip("xdist")
     from plugin_helpers import servers_of
 
-    from pytest_glm5.records import KEPT, LAUNCHED, RecordStore
+    from pytest_glm5.servers.records import KEPT, LAUNCHED, RecordStore
 
     model = write_configs(pytester, THREE)
     pytester.makepyfile(HALVES_LOADED)

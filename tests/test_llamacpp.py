@@ -16,10 +16,10 @@ import pytest
 from plugin_helpers import said_lines
 
 from pytest_glm5.configs import ServerConfig
-from pytest_glm5.engines import LlamaCppEngine
-from pytest_glm5.engines.base import EngineError
 from pytest_glm5.loadgen import Workload, run_workload
-from pytest_glm5.process import launch, stop
+from pytest_glm5.servers.engines import LlamaCppEngine
+from pytest_glm5.servers.engines.base import EngineError
+from pytest_glm5.servers.process import launch, stop
 
 
 def _engine() -> LlamaCppEngine:

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from plugin_helpers import assert_no_server_left, said_lines, servers_of, write_configs
 
-from pytest_glm5.records import LAUNCHED, RecordStore
+from pytest_glm5.servers.records import LAUNCHED, RecordStore
 
 from simproc import Sim
 
@@ -259,7 +259,7 @@ def test_point(perf):
 KILLED_WRITER = """
 import sys, itertools
 from pathlib import Path
-from pytest_glm5.baselines import Verdict, write_updates
+from pytest_glm5.judge.baselines import Verdict, write_updates
 path = Path(sys.argv[1])
 for i in itertools.count():
     write_updates(path, [Verdict("w", f"s{i % 50}", "output_throughput", float(i), None, "new", {})], {"i": i})

@@ -13,7 +13,7 @@ import pytest
 from plugin_helpers import model_of, write_configs
 
 from pytest_glm5 import proxies
-from pytest_glm5.baselines import baseline_path, model_key
+from pytest_glm5.judge.baselines import baseline_path, model_key
 
 PERF_TEST = """
 import pytest
@@ -241,7 +241,7 @@ def test_a_failed_cache_flush_is_said(sim_factory: Any) -> None:
 
 def test_a_long_point_says_how_far_it_got(sim_factory: Any) -> None:
     from pytest_glm5.loadgen import Workload, run_workload
-    from pytest_glm5.report import TerminalProgress
+    from pytest_glm5.report.terminal import TerminalProgress
 
     s = sim_factory(profile="tiny", scale=1.0)
     said: list[tuple[str, float]] = []

@@ -17,9 +17,9 @@ import xmlschema
 from plugin_helpers import said_lines, write_configs
 from report_docs import big_doc
 
-from pytest_glm5 import markdown
 from pytest_glm5.cli import main as glm5
-from pytest_glm5.history import append, load, store_path
+from pytest_glm5.report import markdown
+from pytest_glm5.report.history import append, load, store_path
 
 SCHEMAS = Path(__file__).parent / "schemas"
 POINTS = """
@@ -153,7 +153,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from report_docs import big_doc
-from pytest_glm5.history import append
+from pytest_glm5.report.history import append
 doc, _ = big_doc(tests=20, nights=1)
 for i in range(40):
     for v in doc["verdicts"]:

@@ -8,9 +8,9 @@ import random
 import pytest
 from scipy import stats as sps
 
-from pytest_glm5.baselines import Bound
-from pytest_glm5.decide import Look, ab, against_reference, family, per_launch
-from pytest_glm5.stats import ab_decision, benjamini_hochberg, compare, launches_needed, spent
+from pytest_glm5.judge.baselines import Bound
+from pytest_glm5.judge.decide import Look, ab, against_reference, family, per_launch
+from pytest_glm5.judge.stats import ab_decision, benjamini_hochberg, compare, launches_needed, spent
 
 
 def _draw(rng: random.Random, n: int, cv: float, level: float = 1000.0) -> list[float]:
@@ -132,7 +132,7 @@ def test_latency_ceilings_bind_with_their_slack() -> None:
 
 @pytest.mark.parametrize(("cv", "n_ref"), [(0.02, 5), (0.05, 8), (0.14, None), (0.03, None)])
 def test_detectable_drop_is_what_launches_needed_asks_for(cv: float, n_ref: int | None) -> None:
-    from pytest_glm5.stats import detectable_drop, launches_needed
+    from pytest_glm5.judge.stats import detectable_drop, launches_needed
 
     for n in (1, 2, 4, 8):
         if n_ref is None and n < 2:

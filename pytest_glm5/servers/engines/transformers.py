@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 
-from ..configs import ServerConfig
+from ...configs import ServerConfig
 from .base import Engine, EngineError, Preflight, python_says
 
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (

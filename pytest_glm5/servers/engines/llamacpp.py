@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from ..configs import ServerConfig
+from ...configs import ServerConfig
 from .base import Engine, Preflight, python_says
 
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from ..configs import ServerConfig
+from ...configs import ServerConfig
 
 
 class EngineError(Exception):

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .baselines import fmt, times, unit_of
+from ..judge.baselines import fmt, times, unit_of
+from ..metrics import higher_is_better
 from .changepoints import MIN_RUN, ChangePointsUnavailable, Step, find, trend
 from .history import Series
-from .metrics import higher_is_better
 
 
 @dataclass

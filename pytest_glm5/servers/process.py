@@ -19,8 +19,9 @@ from typing import Any, Protocol
 
 import psutil
 
-from . import forensics, proxies
-from .configs import ServerConfig
+from .. import proxies
+from ..configs import ServerConfig
+from . import forensics
 from .engines.base import Engine
 
 HOST = "127.0.0.1"

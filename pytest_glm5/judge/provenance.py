@@ -59,7 +59,7 @@ def expected_hardware(sim: bool, sim_profile: str | None, time_scale: float, giv
     """The hardware key a config's baselines will be read under, where it is known before any launch (None: only
     the server will tell); ValueError for an emulator profile that does not exist."""
     if sim:
-        from .sim.profile import ProfileError, load_profile  # the emulator's profiles name its keys
+        from ..sim.profile import ProfileError, load_profile  # the emulator's profiles name its keys
 
         try:
             name = str(load_profile(sim_profile or "glm5-sm120")["name"])

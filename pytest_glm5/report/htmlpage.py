@@ -22,7 +22,7 @@ MAX_TELEMETRY_POINTS = 240
 
 
 def _asset(name: str) -> str:
-    return resources.files("pytest_glm5").joinpath("page", name).read_text(encoding="utf-8")
+    return resources.files("pytest_glm5.report").joinpath("page", name).read_text(encoding="utf-8")
 
 
 def _compact_verdict(d: dict[str, Any]) -> dict[str, Any]:

@@ -94,7 +94,7 @@ def update(root: Path, verdicts: Sequence[Verdict], mode: str) -> tuple[list[Cha
 
 def merged_doc(m: Merged, changes: Sequence[Change], run: dict[str, Any]) -> dict[str, Any]:
     """The joined run as one run document (report.json_report's shape), after the family decision."""
-    from .report import document
+    from ..report.terminal import document
 
     return document(m.servers, m.verdicts, changes, m.results, m.versus, m.statistics, run, m.problems,
                     m.known_issues, m.events)
@@ -115,10 +115,10 @@ def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float
     import datetime as dt
     import json
 
-    from .configs import ConfigError, load_configs
+    from ..configs import ConfigError, load_configs
+    from ..report.outputs import write_all
+    from ..report.terminal import campaign_lines, summary_lines, verdict_table
     from .gate import Statistics, versus_all
-    from .outputs import write_all
-    from .report import campaign_lines, summary_lines, verdict_table
 
     docs = []
     for p in paths:

@@ -30,8 +30,8 @@ import tomlkit
 from filelock import FileLock
 from tomlkit.exceptions import TOMLKitError
 
-from .metrics import higher_is_better, known_metric_names, summarize_repeats
-from .textfiles import read_utf8
+from ..metrics import higher_is_better, known_metric_names, summarize_repeats
+from ..textfiles import read_utf8
 
 DEFAULT_TOLERANCE = 0.05
 ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {

@@ -10,8 +10,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .baselines import WORKLOAD_CHANGED, Change, Verdict, fmt, times, unit_of
-from .decide import CLIENT_BOUND, EMULATOR_BOUND, KNOWN_COST, NOISY
+from ..judge.baselines import WORKLOAD_CHANGED, Change, Verdict, fmt, times, unit_of
+from ..judge.decide import CLIENT_BOUND, EMULATOR_BOUND, KNOWN_COST, NOISY
 
 
 class TerminalProgress:

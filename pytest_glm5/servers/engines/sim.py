@@ -8,10 +8,10 @@ import signal
 import sys
 from typing import Any
 
-from .. import __version__, proxies
-from ..configs import ServerConfig
-from ..sim.args import build_parser
-from ..spec import sglang as spec
+from ... import __version__, proxies
+from ...configs import ServerConfig
+from ...sim.args import build_parser
+from ...spec import sglang as spec
 from .base import Engine, Preflight
 
 

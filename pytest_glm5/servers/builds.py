@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .configs import ConfigError, read_toml
+from ..configs import ConfigError, read_toml
 from .engines.base import EngineError, python_says
 
 DEFAULT_BUILD = "default"

@@ -41,7 +41,7 @@ def _higher(d: dict[str, Any]) -> bool:
     b = d.get("bound")
     if b:
         return bool(b["kind"] == "floor")
-    from .metrics import higher_is_better
+    from ..metrics import higher_is_better
 
     return higher_is_better(d["metric"])
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .loadgen import BenchResult
+    from ..loadgen import BenchResult
     from .process import ServerHandle
 
 LOG_TAIL_LINES = 40

@@ -10,8 +10,8 @@ import sys
 from functools import cache
 from typing import Any
 
-from ..configs import ServerConfig
-from ..spec import sglang as spec
+from ...configs import ServerConfig
+from ...spec import sglang as spec
 from .base import Engine, Preflight, python_says
 
 PREFLIGHT_TIMEOUT_S = 300.0

@@ -24,7 +24,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from .baselines import model_key
+from ..judge.baselines import model_key
 
 SUFFIX = ".jsonl"
 

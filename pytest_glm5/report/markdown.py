@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .baselines import times
+from ..judge.baselines import times
 
 LIMIT = 64 * 1024
 GOOD = ("pass", "known cost")

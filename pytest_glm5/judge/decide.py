@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..metrics import higher_is_better, summarize_repeats
 from .baselines import WORKLOAD_CHANGED, Bound, Verdict, geometric_mean, workload_differs
-from .metrics import higher_is_better, summarize_repeats
 from .stats import Comparison, ab_decision, benjamini_hochberg, compare, detectable_drop, launches_needed, spent
 
 EMULATOR_BOUND = "emulator-bound"

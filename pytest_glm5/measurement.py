@@ -7,9 +7,10 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from . import forensics, servermetrics
+from . import servermetrics
 from .loadgen import PREFLIGHT_TIMEOUT_S, BenchError, BenchResult, Unreachable, Workload, run_workload
-from .process import Progress, ServerHandle, http_get, process_state
+from .servers import forensics
+from .servers.process import Progress, ServerHandle, http_get, process_state
 from .telemetry import Sampler, load_nvml
 
 READY_AGAIN_S = 30.0

@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..configs import ServerConfig
+from ..loadgen import BenchResult, Workload
 from . import decide
 from .baselines import (
     WORKLOAD_CHANGED,
@@ -17,9 +19,7 @@ from .baselines import (
     judge,
     model_key,
 )
-from .configs import ServerConfig
 from .decide import Look, per_launch
-from .loadgen import BenchResult, Workload
 from .provenance import Provenance
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
 

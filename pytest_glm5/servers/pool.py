@@ -8,9 +8,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..configs import ServerConfig
+from ..telemetry import wait_released
 from . import forensics
 from .builds import Build
-from .configs import ServerConfig
 from .engines.base import Engine, EngineError, gpus_for
 from .leases import Lease, LeaseBook, LeaseError, span
 from .process import (
@@ -27,7 +28,6 @@ from .process import (
     tree_pids,
 )
 from .records import KEPT, LAUNCHED, RecordStore, Tables, owner
-from .telemetry import wait_released
 
 GPU_RELEASE_TIMEOUT_S = 120.0  # a stopped server's GPU memory is back within seconds; past this it is said
 
