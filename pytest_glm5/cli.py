@@ -214,7 +214,9 @@ def cmd_history(ns: argparse.Namespace) -> int:
         print(f"glm5 history: {n}", file=sys.stderr)
     if not series:
         known = sorted({(s.config, s.metric) for s in series_of(runs)})
-        print(f"glm5 history: error: no series matches --config {ns.config} --metric {ns.metric} in {ns.dir}; "
+        asked = " ".join(f"--{k} {v}" for k, v in (("config", ns.config), ("metric", ns.metric),
+                                                     ("scenario", ns.scenario)) if v is not None)
+        print(f"glm5 history: error: no series matches {asked or 'anything'} in {ns.dir}; "
               f"it holds {len(known)} (config, metric) pairs, e.g. "
               + ", ".join(f"{c} {m}" for c, m in known[:6]), file=sys.stderr)
         return 2
@@ -241,13 +243,15 @@ def _merge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def cmd_merge(ns: argparse.Namespace) -> int:
     """Run `glm5 merge`; exit 1 on a regression or a failed write, 2 on bad input."""
-    from .judge.merge import MergeError, merge_reports
+    from .configs import ConfigError
+    from .judge.verdicts import ReportError
     from .report.outputs import Outputs
+    from .session import merge_reports
 
     out = Outputs(report=ns.report, html=ns.html, markdown=ns.markdown, history=ns.history)
     try:
         run = merge_reports(ns.reports, ns.configs, ns.alpha, ns.update_baselines, ns.baselines, out)
-    except MergeError as exc:
+    except (ReportError, ConfigError) as exc:
         print(f"glm5 merge: error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(run.lines))

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ CONFIG_KEYS = {"description", "engine", "model", "flags", "env", "known_issue", 
                "expected_slower", "gpus"}
 DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase", "known_issue_concurrency",
                               "known_issue_match", "expected_slower", "gpus"}
-ENGINES = ("sglang", "sim", "llamacpp", "transformers")
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a config name is a file-name part (logs) and a TOML key (baselines)
 PHASES = ("startup", "load")
 
 
@@ -80,8 +81,6 @@ def _check_table(where: str, table: dict[str, Any], allowed: set[str]) -> None:
         if not isinstance(value, types[key]):
             raise ConfigError(f"{where}: key {key!r} must be a {getattr(types[key], '__name__', types[key])}, "
                               f"got {type(value).__name__} {value!r}")
-    if "engine" in table and table["engine"] not in ENGINES:
-        raise ConfigError(f"{where}: engine {table['engine']!r} is not one of {', '.join(ENGINES)}")
     if "known_issue_match" in table:
         try:
             re.compile(table["known_issue_match"])
@@ -120,8 +119,9 @@ def read_toml(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_configs(path: Path) -> dict[str, ServerConfig]:
-    """Read and validate a configs file; ConfigError names the file, line, table and key of a problem."""
+def load_configs(path: Path, engines: Collection[str] = ()) -> dict[str, ServerConfig]:
+    """Read and validate a configs file (each `engine` one of `engines`, where given: the registry's names);
+    ConfigError names the file, line, table and key of a problem."""
     data = read_toml(path)
     defaults = data.get("defaults", {})
     _check_table(f"{path}: [defaults]", defaults, DEFAULT_KEYS)
@@ -129,7 +129,13 @@ def load_configs(path: Path) -> dict[str, ServerConfig]:
     for name, table in data.get("config", {}).items():
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: config.{name} must be a table")
+        if not NAME_RE.match(name):
+            raise ConfigError(f"{path}: config name {name!r} may hold only letters, digits, '_', '.' and '-' (it "
+                              "names log files and baselines tables); rename the [config.NAME] table")
         _check_table(f"{path}: [config.{name}]", table, CONFIG_KEYS)
+        if engines and "engine" in table and table["engine"] not in engines:
+            raise ConfigError(f"{path}: [config.{name}]: engine {table['engine']!r} is not one of "
+                              f"{', '.join(engines)}")
         merged = {**defaults, **table}
         merged["flags"] = {**defaults.get("flags", {}), **table.get("flags", {})}
         merged["env"] = {**defaults.get("env", {}), **table.get("env", {})}

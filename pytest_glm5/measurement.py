@@ -81,13 +81,15 @@ def measure(server: ServerHandle, workload: Workload, progress: Progress | None 
     if behind is not None and after is not None:
         result.lag_s = max(0.0, after - behind)
     if result.stalled:
-        return Measured(result, forensics.hang_report(server, result, time.monotonic() - t0), not_answering=True)
+        return Measured(result, forensics.hang_report(
+            server, result.aborted, time.monotonic() - t0, result.workload.concurrency,
+            int(result.metrics["completed"]), result.in_flight_at_abort), not_answering=True)
     code = server.exit_code()
     if result.aborted or code is not None:
         # The death may end every request before the watcher's next look: the process state decides.
         return Measured(result, forensics.crash_report(
             server, code if code is not None else -9, time.monotonic() - t0, int(result.metrics["completed"]),
-            result.in_flight_at_abort, workload.concurrency, failed=forensics.cut_off(result)))
+            result.in_flight_at_abort, workload.concurrency, failed=cut_off(result)))
     return Measured(result)
 
 
@@ -159,3 +161,13 @@ def _read_from(path: os.PathLike[str], offset: int) -> list[str]:
             return f.read().decode(errors="replace").splitlines()
     except OSError:
         return []
+
+
+def cut_off(result: BenchResult) -> int:
+    """Requests that were on the server when it died: failed ones sent before the first failure came back.
+    Requests sent after that met a dead server and never ran, so they are not counted."""
+    failed = [r for r in result.records if not r.success]
+    if not failed:
+        return 0
+    first_end = min(r.start + r.latency for r in failed)
+    return min(sum(1 for r in failed if r.start <= first_end), result.workload.concurrency)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,3 +165,9 @@ def summarize_repeats(values: Sequence[float]) -> dict[str, Any]:
         "cv": cv,
         "n": len(values),
     }
+
+
+def geometric_mean(values: Iterable[float]) -> float:
+    """The mean on the log scale: the centre a ratio test compares."""
+    logs = [math.log(x) for x in values]
+    return math.exp(sum(logs) / len(logs))

@@ -9,6 +9,7 @@ SettingsError that names where it came from (`--glm5-stall-timeout`, `ini glm5_s
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 import urllib.parse
@@ -92,17 +93,27 @@ def parse_ab(value: str) -> tuple[str, str]:
 
 
 def parse_shard(value: str) -> tuple[int, int]:
-    """`I/N` of --glm5-shard."""
-    from .sharding import parse_shard as parse
+    """`I/N` of --glm5-shard, with 1 <= I <= N; ValueError saying so."""
+    i, sep, n = value.partition("/")
+    try:
+        index, count = int(i), int(n)
+    except ValueError:
+        index, count = 0, 0
+    if not sep or count < 1 or not 1 <= index <= count:
+        raise ValueError("must be I/N with 1 <= I <= N, e.g. 1/4")
+    return index, count
 
-    return parse(value)
+
+EXPORT_FORMATS = ("customBiggerIsBetter", "customSmallerIsBetter", "bencher", "pytest-benchmark")
 
 
 def parse_export(value: str) -> tuple[str, str]:
-    """`FORMAT:PATH` of --glm5-export."""
-    from .report.exports import parse_export as parse
-
-    return parse(value)
+    """`FORMAT:PATH` of --glm5-export; ValueError naming the formats."""
+    fmt, sep, path = value.partition(":")
+    if not sep or fmt not in EXPORT_FORMATS or not path:
+        raise ValueError(f"must be FORMAT:PATH with FORMAT one of {', '.join(EXPORT_FORMATS)} (e.g. "
+                         "bencher:bmf.json)")
+    return fmt, path
 
 
 def parse_url(value: str) -> str:
@@ -129,6 +140,7 @@ class Setting:
     parse: Callable[[str], Any] | None = None  # None: kept as text
     flag: bool = False  # store_true, command line only
     argparse: dict[str, Any] = field(default_factory=dict)
+    path: bool = False  # its value names a file or directory (the rootdir guard watches it)
 
     @property
     def dest(self) -> str:
@@ -137,7 +149,7 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("glm5-configs", "server configs file (default suites/configs.toml under the rootdir)"),
+    Setting("glm5-configs", "server configs file (default suites/configs.toml under the rootdir)", path=True),
     Setting("glm5-model-path", "model path for configs without their own (also env GLM5_MODEL_PATH)",
             env="GLM5_MODEL_PATH"),
     Setting("glm5-sim", "run every config on the SGLang emulator", flag=True, ini=False),
@@ -147,7 +159,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-sim-slowdown", "emulated decode speed times F (0.8 injects a 20%% regression)", 1.0,
             parse=_positive, ini=False),
     Setting("glm5-sim-startup-s", "emulated model-load seconds (default: the profile's)", parse=_non_negative),
-    Setting("glm5-log-dir", "where server logs go (default: glm5-logs under pytest's basetemp)"),
+    Setting("glm5-log-dir", "where server logs go (default: glm5-logs under pytest's basetemp)", path=True),
     Setting("glm5-startup-timeout", "seconds a server may take to become ready (default 3600)", 3600.0,
             parse=_positive),
     Setting("glm5-stop-timeout", "seconds between SIGTERM and SIGKILL when stopping a server (default 60)", 60.0,
@@ -159,26 +171,27 @@ SETTINGS: tuple[Setting, ...] = (
             "with --update-baselines: a baseline is measured with no other server beside it)", flag=True, ini=False),
     Setting("glm5-lease-dir", "where the GPU leases of this machine are kept, shared by every run and worker "
             "(default: pytest-glm5-leases-UID in the temp dir; a group-writable directory shares the GPUs between "
-            "users)", env="GLM5_LEASE_DIR"),
+            "users)", env="GLM5_LEASE_DIR", path=True),
     Setting("sglang-url", "use this running server for every config; never stop it", ini=False, parse=parse_url),
     Setting("glm5-strict", "fail (not skip) when an external server's args differ from the config", flag=True,
             ini=False),
-    Setting("glm5-report", "write a JSON report of servers and results here", ini=False),
-    Setting("glm5-html", "write the run as one self-contained HTML page here (verdicts, plots, history)", ini=False),
+    Setting("glm5-report", "write a JSON report of servers and results here", ini=False, path=True),
+    Setting("glm5-html", "write the run as one self-contained HTML page here (verdicts, plots, history)", ini=False,
+            path=True),
     Setting("glm5-markdown", "write the run's markdown summary here (also appended to $GITHUB_STEP_SUMMARY when "
-            "that is set)", ini=False),
+            "that is set)", ini=False, path=True),
     Setting("glm5-history", "append every run to the history in this directory (one store per hardware and "
-            "model); the page and `glm5 history DIR` show trends and change points"),
+            "model); the page and `glm5 history DIR` show trends and change points", path=True),
     Setting("glm5-export", "also write FORMAT:PATH, FORMAT one of customBiggerIsBetter, customSmallerIsBetter "
             "(github-action-benchmark), bencher (BMF), pytest-benchmark; repeatable", ini=False,
-            parse=parse_export, argparse={"action": "append"}),
+            parse=parse_export, argparse={"action": "append"}, path=True),
     Setting("glm5-stall-timeout", "seconds without a token from any request that make a load run a hang "
             "(default 120)", 120.0, parse=_positive),
     Setting("glm5-relaunch-after-crash", "relaunch a crashed server once instead of failing the config's "
             "remaining tests", flag=True, ini=False),
     Setting("update-baselines", "record measured medians: new metrics and improvements; =all also lowers regressed "
             "bounds", ini=False, argparse={"nargs": "?", "const": "new", "choices": ("new", "all")}),
-    Setting("glm5-baselines", "baselines directory (default baselines/ under the rootdir)"),
+    Setting("glm5-baselines", "baselines directory (default baselines/ under the rootdir)", path=True),
     Setting("glm5-hardware", "hardware key of the baselines (needed with a remote --sglang-url), e.g. "
             "8x-rtx-pro-6000-blackwell-sm120", ini=False),
     Setting("glm5-strict-baselines", "fail metrics that have no baseline yet (for CI gates)", flag=True, ini=False),
@@ -228,8 +241,8 @@ class Resolved:
     source: str
 
 
-class Settings:
-    """The run's settings, resolved and validated once at configure time."""
+class _Resolver:
+    """Each setting's value and source, by name: the table resolved once (Settings holds it typed)."""
 
     def __init__(self, sources: Sources) -> None:
         self.values: dict[str, Resolved] = {}
@@ -249,6 +262,9 @@ class Settings:
             candidates.append((src.env.get(s.env), f"env {s.env}"))
         candidates.append((src.suite.get(s.name), f"suite default {s.name} in {src.suite_file}"))
         for value, where in candidates:
+            if value == "" and where.startswith("--"):
+                # `--glm5-html=` (a shell variable that was empty) must not silently write nothing.
+                raise SettingsError(f"{where} = '' is empty: give a value or leave the option out")
             if value is None or value == "" or (s.flag and value is False):
                 continue
             if s.parse is None or isinstance(value, bool):
@@ -269,6 +285,121 @@ class Settings:
     def source(self, name: str) -> str:
         """Where a setting's value came from."""
         return self.values[name].source
+
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting of the run, typed and frozen, with the paths derived from them; built once by `resolve`."""
+
+    rootdir: Path
+    invocation_dir: Path
+    sources: Mapping[str, str]  # setting name -> where its value came from
+    configs: str | None = None
+    model_path: str | None = None
+    sim: bool = False
+    sim_profile: str | None = None
+    sim_time_scale: float = 1.0
+    sim_slowdown: float = 1.0
+    sim_startup_s: float | None = None
+    log_dir: str | None = None
+    startup_timeout: float = 3600.0
+    stop_timeout: float = 60.0
+    keep_servers: bool = False
+    stop_servers: bool = False
+    exclusive: bool = False
+    lease_dir: str | None = None
+    sglang_url: str | None = None
+    strict: bool = False
+    report: str | None = None
+    html: str | None = None
+    markdown: str | None = None
+    history: str | None = None
+    export: tuple[tuple[str, str], ...] = ()
+    stall_timeout: float = 120.0
+    relaunch_after_crash: bool = False
+    update_baselines: str | None = None
+    baselines: str | None = None
+    hardware: str | None = None
+    strict_baselines: bool = False
+    require_baselines: bool = False
+    repeats: int | None = None
+    sim_noise: float | None = None
+    alpha: float = 0.01
+    effect: float = 0.05
+    max_repeats: int | None = None
+    launches: int = 1
+    build: str | None = None
+    shard: tuple[int, int] | None = None
+    ab: tuple[str, str] | None = None
+
+    @classmethod
+    def resolve(cls, sources: Sources, rootdir: Path, invocation_dir: Path) -> Settings:
+        """Every setting from its sources, checked (a log or lease directory that cannot be written is an
+        error now, not after a model load); SettingsError names the source of a bad value."""
+        r = _Resolver(sources)
+        values = {field_name(s): r[s.name] for s in SETTINGS}
+        values["export"] = tuple(tuple(e) for e in values["export"] or ())
+        for flag in (s for s in SETTINGS if s.flag):
+            values[field_name(flag)] = bool(values[field_name(flag)])
+        out = cls(rootdir=rootdir, invocation_dir=invocation_dir,
+                  sources={s.name: r.source(s.name) for s in SETTINGS}, **values)
+        if out.log_dir is not None:
+            check_writable_dir(Path(out.log_dir), f"server log directory ({out.source('glm5-log-dir')})")
+        if out.lease_dir is not None:
+            check_creatable_dir(Path(out.lease_dir), f"GPU lease directory ({out.source('glm5-lease-dir')})")
+        return out
+
+    def source(self, name: str) -> str:
+        """Where a setting's value came from (`--glm5-alpha`, `ini glm5_alpha in tox.ini`, `default`)."""
+        return self.sources.get(name, "default")
+
+    @property
+    def configs_path(self) -> Path:
+        """The server configs file."""
+        return resolve_path(self.configs, DEFAULT_CONFIGS, self.rootdir, self.invocation_dir)
+
+    @property
+    def baselines_root(self) -> Path:
+        """The baselines directory."""
+        return resolve_path(self.baselines, DEFAULT_BASELINES, self.rootdir, self.invocation_dir)
+
+    @property
+    def model(self) -> str | None:
+        """The model of configs without their own: --glm5-model-path, else the emulator's default under --glm5-sim."""
+        return self.model_path or (SIM_DEFAULT_MODEL if self.sim else None)
+
+    @property
+    def build_name(self) -> str:
+        """The build every config runs on (A's under --glm5-ab)."""
+        return self.ab[0] if self.ab else self.build or "default"
+
+    @property
+    def external(self) -> bool:
+        """Every config is served by a running server the run did not start (--sglang-url)."""
+        return self.sglang_url is not None
+
+
+def field_name(s: Setting) -> str:
+    """A setting's attribute on Settings: its dest without the `glm5_` prefix."""
+    return s.dest.removeprefix("glm5_")
+
+
+PATH_OPTIONS = tuple(f"--{s.name}" for s in SETTINGS if s.path)
+
+
+def rootdir_trap(args: list[str], here: Path, root: Path) -> str | None:
+    """pytest picks its rootdir before it knows a plugin's options, so the value of `--glm5-history /tmp/h` (an
+    existing path, written as a separate word) counts as a test path: the rootdir, and with it the configs and
+    baselines, move there. The message that says so, with the fix; None when no path option was taken so."""
+    for opt, value in itertools.pairwise(args):
+        path = (here / value).resolve()
+        # An existing path outside the invocation directory: pytest looked for the ini file from there, not here.
+        if opt in PATH_OPTIONS and path.exists() and here != path and here not in path.parents:
+            return (f"pytest took the value of {opt} {value} for a test path and chose rootdir {root} (it picks the "
+                    f"rootdir before plugins' options are known), so its ini file and configs were not found; write "
+                    f"{opt}={value} (with '=')")
+    return None
 
 
 def resolve_path(given: str | None, default: Path, rootdir: Path, invocation_dir: Path) -> Path:

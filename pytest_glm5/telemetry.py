@@ -126,6 +126,11 @@ def hardware_key(gpus: list[Gpu]) -> str:
     return f"{len(gpus)}x-{'+'.join(slug(n) for n in names)}-sm{cc}"
 
 
+def sim_hardware_key(profile: str, time_scale: float) -> str:
+    """`sim-glm5-sm120-x0.01`: emulator baselines never mix with real hardware or other time scales."""
+    return f"sim-{profile}-x{float(time_scale):g}"
+
+
 def describe(gpus: list[Gpu] | None) -> str:
     """`8x NVIDIA RTX PRO 6000 (12.0)` or `no NVML`."""
     if gpus is None:

@@ -1,7 +1,10 @@
-"""Text files the user edits (configs, baselines), read the same way on every machine."""
+"""Text files: read as UTF-8 on every machine, written atomically with one durability and permission policy."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from pathlib import Path
 
 
@@ -14,3 +17,31 @@ def read_utf8(path: Path) -> str:
         line = data.count(b"\n", 0, exc.start) + 1
         raise UnicodeError(f"{path}: not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} (line "
                            f"{line}); save the file as UTF-8") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write a whole file so that a reader never sees half of it (temp file, fsync, rename), with the mode a plain
+    open would give it (an existing file keeps its own): mkstemp's 0600 would lock out the group that shares a
+    lease directory and everyone who reads a baselines file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        with contextlib.suppress(OSError):
+            os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+SHARED_MODE = 0o666  # lock files: the umask decides, so a group-writable (umask 002) directory is shared for real

@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_glm5.judge.baselines import Bound  # noqa: E402
 from pytest_glm5.judge.decide import Look, ab, against_reference  # noqa: E402
+from pytest_glm5.judge.verdicts import Bound  # noqa: E402
 from pytest_glm5.loadgen import Workload, run_workload  # noqa: E402
 
 SLOWDOWNS = (1.00, 0.97, 0.95, 0.90)

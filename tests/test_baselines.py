@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_glm5.judge.baselines import BaselineError, BaselineStore, Bound, Verdict, judge, write_updates
+from pytest_glm5.judge.baselines import BaselineError, BaselineStore, judge, write_updates
+from pytest_glm5.judge.verdicts import Bound, Verdict
 
 
 def store(tmp_path: Path, text: str) -> BaselineStore:
@@ -136,7 +137,7 @@ def test_failed_replace_leaves_the_original_intact(tmp_path: Path, monkeypatch: 
     def refuse(src: str, dst: str) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("pytest_glm5.judge.baselines.os.replace", refuse)
+    monkeypatch.setattr("pytest_glm5.textfiles.os.replace", refuse)
     with pytest.raises(PermissionError):
         write_updates(p, [verdict("output_throughput", 99.0, "improvement")], {})
     assert p.read_text() == COMMENTED

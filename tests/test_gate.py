@@ -182,8 +182,8 @@ def test_known_issue_that_matches_stays_xfail(pytester: pytest.Pytester) -> None
 
 
 def test_emulator_lag_is_its_own_verdict(tmp_path: Path) -> None:
-    from pytest_glm5.judge.baselines import Bound
     from pytest_glm5.judge.gate import _behind
+    from pytest_glm5.judge.verdicts import Bound
 
     class R:
         def __init__(self, lag_s: float) -> None:

@@ -218,23 +218,37 @@ def test_a_config_that_needs_more_gpus_than_exist_fails_at_once(pytester: pytest
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     model = write_configs(pytester, THREE + "\n[config.tp16]\nflags = { tp-size = 16 }\n")
     pytester.makepyfile(POINTS)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+    monkeypatch.setenv("GLM5_SIM_VISIBLE_DEVICES", "4,5,6,7")
     result = pytester.runpytest("--glm5-sim", "-k", "tp16 or tp8 or tp4-a", "--glm5-report", "r.json")
     result.assert_outcomes(passed=2, errors=4)
     said_lines(result, [
         "*config tp16 needs 16 GPUs (tp-size 16 x pp-size 1) but this run has 4 of 8 emulated GPUs (profile tiny) "
-        "(CUDA_VISIBLE_DEVICES=4,5,6,7); nothing was launched. Run it where 16 GPUs are visible, or set `gpus = N` "
+        "(GLM5_SIM_VISIBLE_DEVICES=4,5,6,7); nothing was launched. Run it where 16 GPUs are visible, or set `gpus = N` "
         "in [[]config.tp16] if its flags do not say how many it uses*",
         "*config tp8 needs 8 GPUs*4 of 8 emulated GPUs*"])
     doc = report(pytester, "r.json")
     assert doc["servers"]["tp4-a"]["gpus"] == [4, 5, 6, 7]
     assert doc["servers"]["tp8"]["how"] == "failed" and doc["servers"]["tp8"]["pid"] is None
     # A bad entry in the variable is the user's to fix, before anything runs.
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,8")
+    monkeypatch.setenv("GLM5_SIM_VISIBLE_DEVICES", "0,8")
     bad = pytester.runpytest("--glm5-sim")
     assert bad.ret == 4
-    bad.stderr.fnmatch_lines(["*glm5: CUDA_VISIBLE_DEVICES=0,8: '8' matches no GPU among the 8 emulated GPUs "
+    bad.stderr.fnmatch_lines(["*glm5: GLM5_SIM_VISIBLE_DEVICES=0,8: '8' matches no GPU among the 8 emulated GPUs "
                               "(profile tiny) (indices 0-7); fix the entry or unset the variable*"])
+    assert_no_server_left(model)
+
+
+def test_the_hosts_cuda_visible_devices_does_not_narrow_the_emulated_machine(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A CI box without GPUs often exports CUDA_VISIBLE_DEVICES="" (no GPU): it names real GPUs, and a rehearsal on
+    # the emulator must run as on any machine (at c979bd9 it leased from zero GPUs and stopped).
+    model = write_configs(pytester, THREE)
+    pytester.makepyfile(POINTS)
+    for value in ("", "0"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+        result = pytester.runpytest("--glm5-sim", "-k", "tp8-1", "--glm5-report", "r.json")
+        result.assert_outcomes(passed=1)
+        assert report(pytester, "r.json")["servers"]["tp8"]["gpus"] == list(range(8))
     assert_no_server_left(model)
 
 

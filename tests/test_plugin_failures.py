@@ -259,7 +259,8 @@ def test_point(perf):
 KILLED_WRITER = """
 import sys, itertools
 from pathlib import Path
-from pytest_glm5.judge.baselines import Verdict, write_updates
+from pytest_glm5.judge.baselines import write_updates
+from pytest_glm5.judge.verdicts import Verdict
 path = Path(sys.argv[1])
 for i in itertools.count():
     write_updates(path, [Verdict("w", f"s{i % 50}", "output_throughput", float(i), None, "new", {})], {"i": i})

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from plugin_helpers import said_lines, write_configs
 
-from pytest_glm5.sharding import assign, parse_shard
+from pytest_glm5.scaleout import assign
+from pytest_glm5.settings import parse_shard
 
 CONFIGS = "".join(f"[config.{c}]\nflags = {{}}\n" + ('compare_to = "a"\n' if c != "a" else "") for c in "abc")
 POINTS = """
@@ -43,14 +44,13 @@ def test_shards_merged_give_the_unsharded_verdicts(pytester: pytest.Pytester) ->
     whole = pytester.runpytest_subprocess("--glm5-report", "whole.json")
     assert whole.ret == 0, whole.stdout.str()
     shards = []
-    durations = pytester.path / ".pytest_cache" / "v" / "glm5" / "config-durations"
-    balanced_on = durations.read_text()
     for i in (1, 2):
-        r = pytester.runpytest_subprocess("--glm5-shard", f"{i}/2", "--glm5-report", f"s{i}.json")
+        # Each shard on a machine of its own: its own pytest cache (and no durations shared between them).
+        r = pytester.runpytest_subprocess("--glm5-shard", f"{i}/2", "--glm5-report", f"s{i}.json", "-o",
+                                          f"cache_dir=cache{i}")
         assert r.ret == 0, r.stdout.str()
-        # The next shard splits on the same durations: a shard rewriting them could run a config twice or never.
-        assert durations.read_text() == balanced_on
-        said_lines(r, [f"glm5: shard {i}/2: * of 3 configs (*; balanced by the last run's durations)"])
+        said_lines(r, [f"glm5: shard {i}/2: * of 3 configs (*; balanced by tests per config, the same split on every "
+                       "machine)"])
         shards.append(pytester.path / f"s{i}.json")
     docs = [json.loads(p.read_text()) for p in shards]
     configs = [{v["config"] for v in d["verdicts"]} for d in docs]
@@ -69,7 +69,39 @@ def test_shards_merged_give_the_unsharded_verdicts(pytester: pytest.Pytester) ->
     # one config in two reports is refused
     twice = subprocess.run([sys.executable, "-m", "pytest_glm5.cli", "merge", str(shards[0]), str(shards[0])],
                            cwd=pytester.path, capture_output=True, text=True, timeout=120)
-    assert twice.returncode == 2 and "was measured in document 1 and in document 2" in twice.stderr
+    assert twice.returncode == 2 and f"ran in two shards ({shards[0]} and {shards[0]})" in twice.stderr
+    # a shard's report missing is said, with the configs no report covers
+    alone = subprocess.run([sys.executable, "-m", "pytest_glm5.cli", "merge", str(shards[0])], cwd=pytester.path,
+                           capture_output=True, text=True, timeout=120)
+    missing = sorted({"a", "b", "c"} - configs[0])
+    assert alone.returncode == 2 and f"config {missing[0]} was in no shard's report" in alone.stderr, alone.stderr
+    # reports of another machine are not joined
+    other = json.loads(shards[1].read_text())
+    for v in other["verdicts"]:
+        v["provenance"]["hardware"] = "8x-h200-sm90"
+    (pytester.path / "other.json").write_text(json.dumps(other))
+    mixed = subprocess.run([sys.executable, "-m", "pytest_glm5.cli", "merge", str(shards[0]), "other.json"],
+                           cwd=pytester.path, capture_output=True, text=True, timeout=120)
+    assert mixed.returncode == 2 and "shard reports of different hardware or models" in mixed.stderr, mixed.stderr
+    assert "Traceback" not in twice.stderr + alone.stderr + mixed.stderr
+
+
+def test_every_machine_splits_alike_whatever_its_cache_holds(pytester: pytest.Pytester) -> None:
+    # At c979bd9 each machine balanced by its own cache's durations: after one night each knew only its own shard's,
+    # so the next night could run a config on both shards and another on none.
+    write_configs(pytester, CONFIGS)
+    pytester.makepyfile(POINTS)
+    for k, durations in ((1, {"a": 900.0, "b": 1.0, "c": 1.0}), (2, {"a": 1.0, "b": 1.0, "c": 900.0})):
+        cache = pytester.path / f"cache{k}" / "v" / "glm5"
+        cache.mkdir(parents=True)
+        (cache / "config-durations").write_text(json.dumps(durations))
+    mine = []
+    for i in (1, 2):
+        r = pytester.runpytest_subprocess("--glm5-shard", f"{i}/2", "--collect-only", "-q", "-o",
+                                          f"cache_dir=cache{i}")
+        line = next(x for x in r.stdout.lines if x.startswith(f"glm5: shard {i}/2:"))
+        mine.append(set(line.split("(", 1)[1].split(";")[0].split(", ")) - {"none"})
+    assert mine[0].isdisjoint(mine[1]) and mine[0] | mine[1] == {"a", "b", "c"}, mine
 
 
 def test_the_split_is_by_config_deterministic_and_balanced() -> None:

@@ -8,9 +8,9 @@ import random
 import pytest
 from scipy import stats as sps
 
-from pytest_glm5.judge.baselines import Bound
 from pytest_glm5.judge.decide import Look, ab, against_reference, family, per_launch
 from pytest_glm5.judge.stats import ab_decision, benjamini_hochberg, compare, launches_needed, spent
+from pytest_glm5.judge.verdicts import Bound
 
 
 def _draw(rng: random.Random, n: int, cv: float, level: float = 1000.0) -> list[float]:

@@ -38,7 +38,8 @@ def test_two_workers_launch_each_config_once_and_report_once(pytester: pytest.Py
     assert out.count("= glm5 performance =") == 1 and out.count("= glm5 servers =") == 1
     # Every launch of a config (three: --glm5-launches 2 over two scenarios) on one worker, never on both.
     for name in "ab":
-        workers = set(re.findall(rf"^{name}: launched pid .*/(popen-gw\d)/", out, re.M))
+        # The log path may wrap onto the next line (the summary wraps at 120 columns; paths vary in length).
+        workers = set(re.findall(rf"^{name}: launched pid [^\n]*?(?:\n\s+)?\S*/(popen-gw\d)/", out, re.M))
         assert len(workers) == 1, (name, workers, out)
     doc = json.loads((pytester.path / "r1.json").read_text())
     assert {(v["config"], v["scenario"]) for v in doc["verdicts"]} == {(c, s) for c in "ab" for s in ("c1", "c2")}
@@ -63,7 +64,7 @@ def test_another_dist_mode_is_refused_with_the_fix(pytester: pytest.Pytester) ->
 
 
 def test_a_tests_config_is_read_from_its_id() -> None:
-    from pytest_glm5.grouping import config_of, scope_of
+    from pytest_glm5.scaleout import config_of, scope_of
 
     names = ["tp8", "tp8-decode4", "ep8"]
     assert config_of("suites/test_sm120.py::test_sweep[tp8-decode4-c256]", names) == "tp8-decode4"

@@ -15,14 +15,9 @@ under a file lock, and re-read the file first so that concurrent writers do not 
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import math
-import os
 import re
-import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -30,8 +25,15 @@ import tomlkit
 from filelock import FileLock
 from tomlkit.exceptions import TOMLKitError
 
-from ..metrics import higher_is_better, known_metric_names, summarize_repeats
-from ..textfiles import read_utf8
+from ..metrics import geometric_mean, higher_is_better, known_metric_names, summarize_repeats
+from ..textfiles import SHARED_MODE, atomic_write, read_utf8
+from .verdicts import (
+    WORKLOAD_CHANGED,
+    Bound,
+    Change,
+    Verdict,
+    workload_differs,
+)
 
 DEFAULT_TOLERANCE = 0.05
 ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -55,143 +57,6 @@ _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 class BaselineError(Exception):
     """A baselines file that cannot be used; names the file, the table and the key."""
-
-
-@dataclass(frozen=True)
-class Bound:
-    """One metric's recorded bound."""
-
-    metric: str
-    kind: str  # "floor" or "ceiling"
-    value: float
-    tolerance: float
-    measured: float | None = None
-    source: str = ""
-    slack: float = 0.0  # absolute allowance for ceilings, in the metric's unit (ms)
-    workload: dict[str, Any] | None = None  # the load it was recorded under (None: not recorded)
-    launches: tuple[float, ...] = ()  # reference values, one per server launch (< 2: provisional)
-    target: float | None = None  # where the work is heading (shown, never judged)
-
-    @property
-    def provisional(self) -> bool:
-        """Recorded from fewer than two launches: no between-launch spread to test with."""
-        return len(self.launches) < 2
-
-
-@dataclass
-class Verdict:
-    """How one measured value stands against its bound."""
-
-    config: str
-    scenario: str
-    metric: str
-    measured: float
-    bound: Bound | None
-    verdict: str  # pass / regression / improvement / new / workload changed
-    spread: dict[str, Any] = field(default_factory=dict)
-    samples: list[float] = field(default_factory=list)
-    workload: dict[str, Any] = field(default_factory=dict)  # concurrency, lengths, protocol of this measurement
-    provenance: dict[str, Any] = field(default_factory=dict)  # who measured it: hardware, commit, engine, ...
-    launches: list[float] = field(default_factory=list)  # this run's value per server launch
-    stat: dict[str, Any] = field(default_factory=dict)  # the test behind a statistical verdict (see decide.py)
-    note: str = ""
-    test: str = ""  # the pytest node id that measured it
-    model: str = ""  # the model path, with the hardware key naming the baselines file and the history store
-
-    @property
-    def target(self) -> float | None:
-        """The entry's target, where the baselines file sets one."""
-        return self.bound.target if self.bound is not None else None
-
-    def to_go(self) -> float | None:
-        """How far today's value is from the target, as a factor (2.0: twice as far to go); None without one."""
-        t = self.target
-        if t is None or not self.measured or not t:
-            return None
-        return t / self.measured if self.bound is not None and self.bound.kind == "floor" else self.measured / t
-
-    @property
-    def delta(self) -> float | None:
-        """Relative distance from the bound (+ is better for floors and for ceilings)."""
-        if self.bound is None or not self.bound.value:
-            return None
-        d = (self.measured - self.bound.value) / self.bound.value
-        return d if self.bound.kind == "floor" else -d
-
-    def line(self) -> str:
-        """`tp8 single-stream output_throughput 8.90 tok/s < floor 10.36 tok/s (-14.1%, tolerance 5%)`; a statistical
-        verdict: `tp8 sweep-c256 total_throughput 117248.49 tok/s vs 5 reference launches: -5.5% [-7.0%, -4.0%],
-        p 5.9e-05, CV 0.9%, 3 vs 5 launches (t-test at alpha 0.00084, look 3 of 5; tolerance 3%): regression`."""
-        unit = unit_of(self.metric)
-        head = f"{self.config} {self.scenario} {self.metric} {fmt(self.measured)}{unit}"
-        if self.stat:
-            st = self.stat
-            tail = f": {self.note}" if self.note else ""
-            tol = f"tolerance {st['tolerance'] * 100:.3g}%"
-            return f"{head} vs {st['against']}: {st['describe']} ({st['test']}; {tol}): " \
-                   f"{st.get('answer') or self.verdict}{tail}"
-        if self.bound is None:
-            return f"{head} (new: no baseline yet)"
-        if self.verdict == WORKLOAD_CHANGED:
-            return (f"{head} (workload changed: baseline recorded with {describe_workload(self.bound.workload)}, "
-                    f"measured with {describe_workload(self.workload)}; not compared, record it with "
-                    "--update-baselines)")
-        b = self.bound
-        sign = "<" if self.measured < b.value else (">" if self.measured > b.value else "=")
-        raw = (self.measured - b.value) / b.value * 100 if b.value else 0.0
-        slack = f" or {b.slack:g}{unit}" if b.slack else ""
-        prov = f"; provisional: recorded from {len(b.launches) or 1} launch" if b.provisional else ""
-        note = f"; {self.note}" if self.note else ""
-        return (f"{head} {sign} {b.kind} {fmt(b.value)}{unit} ({raw:+.1f}%, "
-                f"tolerance {b.tolerance * 100:g}%{slack}{prov}{note})")
-
-
-WORKLOAD_CHANGED = "workload changed"
-WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling")
-# What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one.
-WORKLOAD_LEGACY = {"range_ratio": 1.0, "sampling": "uniform"}
-
-
-def workload_differs(recorded: dict[str, Any] | None, measured: dict[str, Any]) -> bool:
-    """A bound recorded under another load than this measurement's (an unrecorded one never differs)."""
-    if recorded is None:
-        return False
-    legacy = WORKLOAD_LEGACY
-    return any(recorded.get(k, legacy.get(k)) != measured.get(k, legacy.get(k)) for k in WORKLOAD_KEYS)
-
-
-def describe_workload(workload: dict[str, Any] | None) -> str:
-    """`c1 128/128 sglang`, or `an unrecorded workload`."""
-    if not workload:
-        return "an unrecorded workload"
-    ratio = workload.get("range_ratio", 1.0)
-    spread = f" range {ratio:g}" if ratio != 1.0 else ""
-    sampling = workload.get("sampling", WORKLOAD_LEGACY["sampling"])
-    return (f"c{workload.get('concurrency', '?')} {workload.get('input_len', '?')}/{workload.get('output_len', '?')} "
-            f"{workload.get('protocol', '?')}{spread}, {sampling} ids")
-
-
-def unit_of(metric: str) -> str:
-    """The unit shown after a value."""
-    if metric.endswith("_ms"):
-        return " ms"
-    if metric == "request_throughput":
-        return " req/s"
-    if metric.startswith("scaling"):
-        return "x"
-    if "throughput" in metric or metric == "max_output_tokens_per_s":
-        return " tok/s"
-    return ""
-
-
-def times(factor: float) -> str:
-    """`9.7x` / `389x`: a distance to a target."""
-    return f"{factor:.2g}x" if factor < 10 else f"{factor:,.0f}x"
-
-
-def fmt(value: float) -> str:
-    """Three significant decimals for small numbers, two for the rest."""
-    return f"{value:.3f}" if abs(value) < 10 else f"{value:.2f}"
 
 
 def judge(config: str, scenario: str, metric: str, samples: list[float], bound: Bound | None,
@@ -322,23 +187,6 @@ class BaselineStore:
         return list(self.doc.get(config, {}).get(scenario, {}).keys())
 
 
-@dataclass
-class Change:
-    """One entry written by --update-baselines."""
-
-    config: str
-    scenario: str
-    metric: str
-    old: float | None
-    new: float
-    why: str
-
-    def line(self) -> str:
-        """`tp8 single-stream output_throughput: 10.36 -> 11.02 (improvement)`."""
-        before = "new" if self.old is None else fmt(self.old)
-        return f"{self.config} {self.scenario} {self.metric}: {before} -> {fmt(self.new)} ({self.why})"
-
-
 def noise_tolerance(spread: dict[str, Any], default: float) -> float | None:
     """A tolerance for a new entry whose repeats spread wider than the default allows (3 x CV, at most 0.5)."""
     cv = float(spread.get("cv", 0.0))
@@ -373,7 +221,7 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
     ceiling) that is already better; only an explicit regression update (`=all`) moves a bound the worse way."""
     path.parent.mkdir(parents=True, exist_ok=True)
     changes: list[Change] = []
-    with FileLock(str(path.parent / f".{path.name}.lock"), timeout=lock_timeout):
+    with FileLock(str(path.parent / f".{path.name}.lock"), timeout=lock_timeout, mode=SHARED_MODE):
         store = BaselineStore(path)
         doc = store.doc
         added: list[tuple[str, str, str, Any]] = []
@@ -409,14 +257,8 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
             changes.append(Change(v.config, v.scenario, v.metric, before, value, why))
         text = _insert_tables(tomlkit.dumps(doc), added)
         tomlkit.parse(text)  # what is written must read back
-        _atomic_write(path, text)
+        atomic_write(path, text)
     return changes
-
-
-def geometric_mean(values: Iterable[float]) -> float:
-    """The mean on the log scale: the centre a ratio test compares."""
-    logs = [math.log(x) for x in values]
-    return math.exp(sum(logs) / len(logs))
 
 
 def _recorded_workload(entry: Any) -> dict[str, Any] | None:
@@ -456,29 +298,6 @@ def _inline(values: dict[str, Any]) -> Any:
     table = tomlkit.inline_table()
     table.update(values)
     return table
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp makes 0600: a baselines file is meant to be read by everyone who reads the repository.
-        with contextlib.suppress(OSError):
-            os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def model_key(model: str) -> str:

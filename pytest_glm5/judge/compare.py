@@ -7,12 +7,13 @@ the arms of an A/B run); with one launch a side there is no spread to test with,
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .decide import AB_TOLERANCE, Look, ab, family
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
+from .verdicts import ReportError, read_report, same_machines
 
 Series = tuple[str, str, str]
 
@@ -30,18 +31,8 @@ class Outcome:
     compared: int
 
 
-def read_report(path: Path) -> dict[Series, list[float]]:
-    """Launch values per (config, scenario, metric) of a --glm5-report file; CompareError when it is not one."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CompareError(f"{path}: no such file (give two --glm5-report files)") from None
-    except (OSError, UnicodeError) as exc:
-        raise CompareError(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise CompareError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); give a --glm5-report file") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("verdicts"), list):
-        raise CompareError(f"{path}: not a --glm5-report file (no 'verdicts' list)")
+def launch_values(path: Path, doc: dict[str, Any]) -> dict[Series, list[float]]:
+    """Launch values per (config, scenario, metric) of a run document; CompareError when one is not a number."""
     out: dict[Series, list[float]] = {}
     for i, v in enumerate(doc["verdicts"]):
         try:
@@ -57,15 +48,22 @@ def read_report(path: Path) -> dict[Series, list[float]]:
 
 
 def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect: float = DEFAULT_EFFECT,
-                    tolerance: float = AB_TOLERANCE) -> Outcome:
-    """HEAD against BASE for every series both hold."""
-    a, b = read_report(base), read_report(head)
+                    tolerance: float = AB_TOLERANCE, mixed: bool = False) -> Outcome:
+    """HEAD against BASE for every series both hold; reports of different hardware or models only with `mixed`."""
+    try:
+        docs = read_report(base), read_report(head)
+        if not mixed:
+            same_machines([(str(base), docs[0]), (str(head), docs[1])], "two reports")
+    except ReportError as exc:
+        raise CompareError(f"{exc}{'' if 'comparable' not in str(exc) else '; pass --mixed to compare anyway'}") \
+            from None
+    a, b = launch_values(base, docs[0]), launch_values(head, docs[1])
     common = [k for k in a if k in b]
     if not common:
         raise CompareError(f"{base} and {head} share no (config, scenario, metric) series")
     look = Look(alpha, 1, 1, effect)
-    verdicts = [ab(*k, a[k], b[k], ("base", "head"), b[k], look, tolerance) for k in common]
-    family(verdicts, alpha)  # what Benjamini-Hochberg does not confirm reads UNKNOWN, as in an --glm5-ab run
+    alone = [ab(*k, a[k], b[k], ("base", "head"), b[k], look, tolerance) for k in common]
+    verdicts = family(alone, alpha).verdicts  # what Benjamini-Hochberg does not confirm reads UNKNOWN, as in --glm5-ab
     lines = [f"{base.name} -> {head.name}: {len(common)} series, alpha {alpha:g} (Benjamini-Hochberg), tolerance "
              f"{tolerance * 100:g}%, SAME rules out {effect * 100:g}%"]
     regressed = False

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
-from ..metrics import higher_is_better, summarize_repeats
-from .baselines import WORKLOAD_CHANGED, Bound, Verdict, geometric_mean, workload_differs
-from .stats import Comparison, ab_decision, benjamini_hochberg, compare, detectable_drop, launches_needed, spent
+from ..metrics import geometric_mean, higher_is_better, summarize_repeats
+from .stats import (
+    Comparison,
+    ab_decision,
+    benjamini_hochberg,
+    compare,
+    detectable_drop,
+    launches_needed,
+    spent,
+)
+from .verdicts import WORKLOAD_CHANGED, Bound, Test, Verdict, workload_differs
 
 EMULATOR_BOUND = "emulator-bound"
 CLIENT_BOUND = "client-bound"  # the load client's own delay is too large a share of the figure: not judged
@@ -57,10 +65,10 @@ def per_launch(values: Sequence[float], launches: Sequence[str]) -> list[float]:
     return [geometric_mean(v) for v in groups.values()]
 
 
-def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, **extra: Any) -> dict[str, Any]:
+def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, **extra: Any) -> Test:
     level = look.level
     p = c.p_worse
-    return {"against": against, "describe": c.describe(), "test": test, "tolerance": tolerance,
+    out: dict[str, Any] = {"against": against, "describe": c.describe(), "test": test, "tolerance": tolerance,
             "change": c.change, "gain": c.gain, "ci": [c.ci_low, c.ci_high], "p_worse": c.p_worse,
             "p_better": c.p_better, "cv": c.cv, "n_new": c.n_new, "n_ref": c.n_ref, "alpha": level,
             "look": look.look, "looks": look.looks,
@@ -68,6 +76,7 @@ def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, 
             "p_adj": min(1.0, p * look.alpha / level) if not math.isnan(p) else 1.0,
             "p_adj_better": min(1.0, c.p_better * look.alpha / level) if not math.isnan(c.p_better) else 1.0,
             **extra}
+    return cast(Test, out)
 
 
 def _needed(c: Comparison, look: Look, n_ref: int | None) -> str:
@@ -165,40 +174,38 @@ def against_config(config: str, scenario: str, metric: str, new: list[float], re
     return v
 
 
-def before_family(v: Verdict) -> Verdict:
-    """The verdict as its own test left it, before a family decision changed it (for deciding again)."""
-    was = v.stat.get("before_family") if v.stat else None
-    if was:
-        v.verdict, v.note = was["verdict"], was["note"]
-        if was.get("answer") is not None:
-            v.stat["answer"] = was["answer"]
-    return v
+@dataclass
+class Family:
+    """The family decision of a run: how many series it tested, and the verdicts as decided (copies: each
+    changed one keeps what its own test said in `alone`, so shards can be decided again as one run)."""
+
+    size: int
+    verdicts: list[Verdict]
+
+    @property
+    def confirmed(self) -> list[Verdict]:
+        """The regressions the family confirmed: they fail the run."""
+        return [v for v in self.verdicts if v.verdict == "regression" and v.stat]
 
 
-def confirm(verdicts: Sequence[Verdict], q: float) -> tuple[int, list[Verdict]]:
-    """The family decision (`family`) and the regressions it confirmed: they fail the run."""
-    size = family(verdicts, q)
-    return size, [v for v in verdicts if v.verdict == "regression" and v.stat]
-
-
-def family(verdicts: Sequence[Verdict], q: float) -> int:
+def family(verdicts: Sequence[Verdict], q: float) -> Family:
     """Benjamini-Hochberg over every statistical series of the run: a regression (or improvement) it does not
-    confirm becomes noisy (pass), with the reason. Returns the number of series tested."""
-    tested = [v for v in verdicts if v.stat]
+    confirm becomes noisy (pass), with the reason. Verdicts already decided are decided again from what their own
+    test said; the given verdicts are not changed."""
+    alone = [v.undecided() for v in verdicts]
+    tested = [i for i, v in enumerate(alone) if v.stat]
     if not tested:
-        return 0
-    for v in tested:  # what each series said alone: a merge of shards decides the family again from here
-        v.stat.setdefault("before_family", {"verdict": v.verdict, "note": v.note, "answer": v.stat.get("answer")})
-    worse = benjamini_hochberg([v.stat["p_adj"] for v in tested], q)
-    better = benjamini_hochberg([v.stat["p_adj_better"] for v in tested], q)
+        return Family(0, alone)
+    worse = benjamini_hochberg([alone[i].stat["p_adj"] for i in tested], q)
+    better = benjamini_hochberg([alone[i].stat["p_adj_better"] for i in tested], q)
     why = f"not significant across the run's {len(tested)} series (Benjamini-Hochberg at {q:g})"
-    for v, w, b in zip(tested, worse, better, strict=True):
-        if v.verdict in ("regression", KNOWN_COST) and not w:
-            v.verdict, v.note = NOISY, why
-            if "answer" in v.stat:
-                v.stat["answer"] = "UNKNOWN"
-        elif v.verdict == "improvement" and not b:
-            v.verdict, v.note = "pass", why
-            if "answer" in v.stat:
-                v.stat["answer"] = "UNKNOWN"
-    return len(tested)
+    out = list(alone)
+    for i, w, b in zip(tested, worse, better, strict=True):
+        v = alone[i]
+        if (v.verdict in ("regression", KNOWN_COST) and not w) or (v.verdict == "improvement" and not b):
+            stat = cast(Test, dict(v.stat))
+            if "answer" in stat:
+                stat["answer"] = "UNKNOWN"
+            out[i] = replace(v, verdict=NOISY if v.verdict != "improvement" else "pass", note=why, stat=stat,
+                             alone=(v.verdict, v.note, v.stat.get("answer")))
+    return Family(len(tested), out)

@@ -6,22 +6,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..configs import ServerConfig
 from ..loadgen import BenchResult, Workload
+from ..settings import Settings
 from . import decide
-from .baselines import (
-    WORKLOAD_CHANGED,
-    WORKLOAD_KEYS,
-    BaselineError,
-    BaselineStore,
-    Verdict,
-    baseline_path,
-    judge,
-    model_key,
-)
+from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key
 from .decide import Look, per_launch
 from .provenance import Provenance
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
+from .verdicts import WORKLOAD_CHANGED, WORKLOAD_KEYS, Verdict
 
 
 def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
@@ -46,6 +38,14 @@ def _client_bound(results: Sequence[BenchResult]) -> Callable[[str, float], str 
 
 
 JUDGED = ("pass", "regression", "improvement", decide.NOISY, decide.KNOWN_COST)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A config's reference config (its `compare_to`) and whether it is meant to be slower than it."""
+
+    config: str
+    expected_slower: bool = False
 
 
 class GateError(Exception):
@@ -99,6 +99,11 @@ class Statistics:
     ab: tuple[str, str] | None = None
     lag_limit: float = 0.02  # an emulator behind its model for more of the run than this measured the host
 
+    @classmethod
+    def from_settings(cls, s: Settings) -> Statistics:
+        """--glm5-alpha, --glm5-effect, --glm5-max-repeats and --glm5-ab."""
+        return cls(alpha=s.alpha, effect=s.effect, max_repeats=s.max_repeats, ab=s.ab)
+
 
 @dataclass
 class PerfGate:
@@ -108,12 +113,11 @@ class PerfGate:
     strict: bool = False
     require: bool = False  # a config with no baselines at all fails (CI=true): the gate never switches off silently
     statistics: Statistics = field(default_factory=Statistics)
-    configs: dict[str, ServerConfig] = field(default_factory=dict)  # for compare_to
+    references: dict[str, Reference] = field(default_factory=dict)  # config -> its compare_to
     stores: dict[Path, BaselineStore] = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
     versus: list[Verdict] = field(default_factory=list)  # configs against their compare_to config
     results: dict[tuple[str, str], list[BenchResult]] = field(default_factory=dict)
-    family_size: int = 0
 
     def store(self, hardware: str, model: str) -> tuple[Path, BaselineStore]:
         """The store of this hardware and model (read once per run)."""
@@ -223,20 +227,14 @@ class PerfGate:
             self.versus.extend(self._versus(config, scenario, checked.verdicts))
 
     def _versus(self, config: str, scenario: str, verdicts: list[Verdict]) -> list[Verdict]:
-        return versus_of(config, scenario, verdicts, self.verdicts, self.configs, self.statistics)
-
-    def finish(self) -> list[Verdict]:
-        """The family decision over every statistical series of the run (Benjamini-Hochberg at alpha); returns the
-        regressions it confirmed (they fail the run)."""
-        self.family_size, confirmed = decide.confirm([*self.verdicts, *self.versus], self.statistics.alpha)
-        return confirmed
+        return versus_of(config, scenario, verdicts, self.verdicts, self.references, self.statistics)
 
 
 def versus_of(config: str, scenario: str, verdicts: Sequence[Verdict], everything: Sequence[Verdict],
-              configs: dict[str, ServerConfig], statistics: Statistics) -> list[Verdict]:
+              references: dict[str, Reference], statistics: Statistics) -> list[Verdict]:
     """A config's verdicts of one scenario against its compare_to config's, where both have launch values."""
-    cfg = configs.get(config)
-    ref = cfg.compare_to if cfg is not None else None
+    reference = references.get(config)
+    ref = reference.config if reference is not None else None
     if ref is None or ref == config:
         return []
     mine = {v.metric: v for v in verdicts}
@@ -251,13 +249,13 @@ def versus_of(config: str, scenario: str, verdicts: Sequence[Verdict], everythin
         tolerance = v.bound.tolerance if v.bound is not None else decide.AB_TOLERANCE
         versus = decide.against_config(config, scenario, metric, v.launches, r.launches, ref, prior, tolerance,
                                        Look(statistics.alpha, effect=statistics.effect),
-                                       bool(cfg and cfg.expected_slower))
+                                       bool(reference and reference.expected_slower))
         versus.test = v.test  # the test that measured this config's side: its gate item fails on a regression
         out.append(versus)
     return out
 
 
-def versus_all(verdicts: Sequence[Verdict], configs: dict[str, ServerConfig], statistics: Statistics
+def versus_all(verdicts: Sequence[Verdict], references: dict[str, Reference], statistics: Statistics
                ) -> list[Verdict]:
     """Every config against its reference, from verdicts measured anywhere (xdist workers, shards): what a run on
     one process computes as it goes. Derived metrics (no workload of their own) have no launches to test."""
@@ -268,4 +266,4 @@ def versus_all(verdicts: Sequence[Verdict], configs: dict[str, ServerConfig], st
         if v.workload:
             groups.setdefault((v.config, v.scenario), []).append(v)
     return [x for (config, scenario), vs in groups.items()
-            for x in versus_of(config, scenario, vs, verdicts, configs, statistics)]
+            for x in versus_of(config, scenario, vs, verdicts, references, statistics)]

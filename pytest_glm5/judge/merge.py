@@ -1,42 +1,29 @@
-"""Run documents joined into one: the verdicts of xdist workers (and, later, of shards) read back, decided as one
-family, and updated into the baselines once.
+"""Run documents joined into one: the verdicts of xdist workers and of shards read back, decided as one family,
+and updated into the baselines once.
 
-A worker ships its run document before the family decision (`decided: false`), so Benjamini-Hochberg runs once,
-over every series of the run, exactly as in a run on one process.
+A worker ships its run document before the family decision, and a shard's verdicts keep what their own test said
+(`alone`), so Benjamini-Hochberg runs once, over every series of the run, exactly as in a run on one process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from . import decide
-from .baselines import BaselineError, Bound, Change, Verdict, baseline_path, select_updates, write_updates
-from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
+from .baselines import BaselineError, baseline_path, select_updates, write_updates
+from .verdicts import Change, ReportError, Verdict, same_machines, verdict_from_doc
 
 
 class MergeError(Exception):
     """Documents that cannot be joined; the message names which and why."""
 
 
-def verdict_from_doc(d: dict[str, Any]) -> Verdict:
-    """A verdict as report.verdict_doc wrote it."""
-    b = d.get("bound")
-    bound = None if b is None else Bound(
-        d["metric"], b["kind"], float(b["value"]), float(b["tolerance"]), b.get("measured"), b.get("source") or "",
-        float(b.get("slack") or 0.0), b.get("workload"), tuple(float(x) for x in b.get("launches") or ()),
-        b.get("target"))
-    return Verdict(d["config"], d["scenario"], d["metric"], float(d["measured"]), bound, d["verdict"],
-                   dict(d.get("spread") or {}), list(d.get("samples") or []), dict(d.get("workload") or {}),
-                   dict(d.get("provenance") or {}), list(d.get("launches") or []), dict(d.get("test") or {}),
-                   d.get("note") or "", d.get("test_id") or "", d.get("model") or "")
-
-
 @dataclass
 class Merged:
-    """The joined run: verdicts and config-vs-config verdicts as objects, the rest of the documents joined."""
+    """A run's verdicts and config-vs-config verdicts as objects, with the rest of its documents joined."""
 
     verdicts: list[Verdict] = field(default_factory=list)
     versus: list[Verdict] = field(default_factory=list)
@@ -47,21 +34,33 @@ class Merged:
     events: list[tuple[str, str]] = field(default_factory=list)
     statistics: dict[str, Any] | None = None
     family_size: int = 0
+    confirmed: list[Verdict] = field(default_factory=list)  # regressions the family decision confirmed
 
 
-def join(docs: Sequence[dict[str, Any]]) -> Merged:
-    """Join run documents of one run (workers) or of its shards; a config measured in two of them is an error."""
+def join(docs: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> Merged:
+    """Join run documents of one run (workers) or of its shards; a config measured in two of them, or documents
+    of different hardware or models, are an error."""
+    labels = list(names) if names is not None else [f"document {i + 1}" for i in range(len(docs))]
+    try:
+        same_machines(list(zip(labels, docs, strict=True)), "shard reports")
+    except ReportError as exc:
+        raise MergeError(str(exc)) from None
     m = Merged()
     seen: dict[tuple[str, str, str], int] = {}
     for i, doc in enumerate(docs):
-        for d in doc.get("verdicts", []):
-            key = (d["config"], d["scenario"], d["metric"])
+        try:
+            verdicts = [verdict_from_doc(d, labels[i]).undecided() for d in doc.get("verdicts", [])]
+            versus = [verdict_from_doc(d, labels[i]).undecided() for d in doc.get("versus", [])]
+        except ReportError as exc:
+            raise MergeError(str(exc)) from None
+        for v in verdicts:
+            key = (v.config, v.scenario, v.metric)
             if key in seen:
-                raise MergeError(f"{' '.join(key)} was measured in document {seen[key] + 1} and in document "
-                                 f"{i + 1}: each config must run in one place only")
+                raise MergeError(f"{' '.join(key)} was measured in {labels[seen[key]]} and in {labels[i]}: each "
+                                 "config must run in one place only")
             seen[key] = i
-            m.verdicts.append(decide.before_family(verdict_from_doc(d)))
-        m.versus += [decide.before_family(verdict_from_doc(d)) for d in doc.get("versus", [])]
+        m.verdicts += verdicts
+        m.versus += versus
         m.servers.update(doc.get("servers") or {})
         m.problems.update(doc.get("problems") or {})
         m.known_issues.update(doc.get("known_issues") or {})
@@ -71,10 +70,35 @@ def join(docs: Sequence[dict[str, Any]]) -> Merged:
     return m
 
 
-def decide_family(m: Merged, alpha: float) -> list[Verdict]:
-    """Benjamini-Hochberg over every statistical series; returns the confirmed regressions (they fail the run)."""
-    m.family_size, confirmed = decide.confirm([*m.verdicts, *m.versus], alpha)
-    return confirmed
+def coverage(docs: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
+    """MergeError unless the shards' reports cover each config of the split exactly once (each shard's report
+    names its shard, its configs and every config of the split)."""
+    owner: dict[str, str] = {}
+    every: set[str] = set()
+    for name, doc in zip(names, docs, strict=True):
+        shard = (doc.get("run") or {}).get("shard")
+        if not isinstance(shard, dict):
+            continue  # a report of a run without --glm5-shard: nothing to check it against
+        every |= set(shard.get("all_configs") or [])
+        for config in shard.get("configs") or []:
+            if config in owner:
+                raise MergeError(f"config {config} ran in two shards ({owner[config]} and {name}): the shards split "
+                                 "the configs differently; run every shard with the same configs file and options")
+            owner[config] = name
+    missing = sorted(every - set(owner))
+    if missing:
+        raise MergeError(f"config {missing[0]} was in no shard's report ({len(missing)} missing: "
+                         f"{', '.join(missing)}): a shard's report is missing or a shard split the configs "
+                         "differently")
+
+
+def decided(m: Merged, alpha: float) -> Merged:
+    """The run after its family decision (Benjamini-Hochberg over every statistical series at alpha); `m` is
+    not changed."""
+    fam = decide.family([*m.verdicts, *m.versus], alpha)
+    n = len(m.verdicts)
+    return replace(m, verdicts=fam.verdicts[:n], versus=fam.verdicts[n:], family_size=fam.size,
+                   confirmed=fam.confirmed)
 
 
 def update(root: Path, verdicts: Sequence[Verdict], mode: str) -> tuple[list[Change], list[str]]:
@@ -90,65 +114,3 @@ def update(root: Path, verdicts: Sequence[Verdict], mode: str) -> tuple[list[Cha
         except (OSError, BaselineError) as exc:
             errors.append(f"cannot update {path}: {getattr(exc, 'strerror', None) or exc}; the file is unchanged")
     return changes, errors
-
-
-def merged_doc(m: Merged, changes: Sequence[Change], run: dict[str, Any]) -> dict[str, Any]:
-    """The joined run as one run document (report.json_report's shape), after the family decision."""
-    from ..report.terminal import document
-
-    return document(m.servers, m.verdicts, changes, m.results, m.versus, m.statistics, run, m.problems,
-                    m.known_issues, m.events)
-
-
-@dataclass
-class MergeRun:
-    """What `glm5 merge` decided and printed."""
-
-    lines: list[str]
-    regressed: bool
-    errors: list[str]
-
-
-def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float | None, update_mode: str | None,
-                  baselines: Path, outputs: Any) -> MergeRun:
-    """`glm5 merge`: shard reports joined, decided as one run, written once."""
-    import datetime as dt
-    import json
-
-    from ..configs import ConfigError, load_configs
-    from ..report.outputs import write_all
-    from ..report.terminal import campaign_lines, summary_lines, verdict_table
-    from .gate import Statistics, versus_all
-
-    docs = []
-    for p in paths:
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise MergeError(f"{p}: no such file (give the shards' --glm5-report files)") from None
-        except (OSError, UnicodeError, ValueError) as exc:
-            raise MergeError(f"{p}: not a --glm5-report file: {exc}") from None
-        if not isinstance(doc, dict) or "verdicts" not in doc:
-            raise MergeError(f"{p}: not a --glm5-report file (no verdicts)")
-        docs.append(doc)
-    m = join(docs)
-    stats = m.statistics or {}
-    a = alpha if alpha is not None else float(stats.get("alpha") or DEFAULT_ALPHA)
-    if configs_path is not None:
-        try:
-            configs = load_configs(configs_path)
-        except ConfigError as exc:
-            raise MergeError(str(exc)) from None
-        m.versus = versus_all(m.verdicts, configs, Statistics(alpha=a, effect=float(stats.get("effect")
-                                                                                        or DEFAULT_EFFECT)))
-    confirmed = decide_family(m, a)
-    changes, errors = update(baselines, m.verdicts, update_mode) if update_mode else ([], [])
-    first = docs[0].get("run") or {} if docs else {}
-    run = {**first, "time": first.get("time") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-           "merged_from": [str(p) for p in paths]}
-    written = write_all(merged_doc(m, changes, run), outputs)
-    lines = [*verdict_table(m.verdicts),
-             *summary_lines(m.verdicts, changes, update_mode, m.problems, [*errors, *written.errors], m.family_size,
-                            a),
-             *campaign_lines(m.versus), *(f"glm5 {line}" for line in written.lines)]
-    return MergeRun(lines, bool(confirmed), [*errors, *written.errors])

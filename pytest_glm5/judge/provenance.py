@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from ..telemetry import sim_hardware_key
 
 VOLATILE_INFO_KEYS = {"port", "host", "startup_time", "status", "internal_states", "launch_command", "nccl_port",
                       "random_seed"}
@@ -47,28 +48,6 @@ class Provenance:
         if self.cotenants:
             out["cotenants"] = list(self.cotenants)
         return out
-
-
-def sim_hardware_key(profile: str, time_scale: float) -> str:
-    """`sim-glm5-sm120-x0.01`: emulator baselines never mix with real hardware or other time scales."""
-    return f"sim-{profile}-x{float(time_scale):g}"
-
-
-def expected_hardware(sim: bool, sim_profile: str | None, time_scale: float, given: str | None, external: bool,
-                      nvml_key: Callable[[], str | None]) -> str | None:
-    """The hardware key a config's baselines will be read under, where it is known before any launch (None: only
-    the server will tell); ValueError for an emulator profile that does not exist."""
-    if sim:
-        from ..sim.profile import ProfileError, load_profile  # the emulator's profiles name its keys
-
-        try:
-            name = str(load_profile(sim_profile or "glm5-sm120")["name"])
-        except ProfileError as exc:
-            raise ValueError(str(exc)) from None
-        return sim_hardware_key(name, time_scale)
-    if given:
-        return given
-    return None if external else nvml_key()
 
 
 def hardware_for(server_info: dict[str, Any], given: str | None, nvml_key: str | None) -> str:

@@ -14,23 +14,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import platform
 import statistics
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-FORMATS = ("customBiggerIsBetter", "customSmallerIsBetter", "bencher", "pytest-benchmark")
-
-
-def parse_export(value: str) -> tuple[str, str]:
-    """`FORMAT:PATH`; ValueError naming the formats."""
-    fmt, sep, path = value.partition(":")
-    if not sep or fmt not in FORMATS or not path:
-        raise ValueError(f"must be FORMAT:PATH with FORMAT one of {', '.join(FORMATS)} (e.g. bencher:bmf.json)")
-    return fmt, path
+from ..metrics import higher_is_better
+from ..textfiles import atomic_write
 
 
 def _series(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -41,8 +32,6 @@ def _higher(d: dict[str, Any]) -> bool:
     b = d.get("bound")
     if b:
         return bool(b["kind"] == "floor")
-    from ..metrics import higher_is_better
-
     return higher_is_better(d["metric"])
 
 
@@ -154,15 +143,7 @@ WRITERS: dict[str, Callable[[dict[str, Any]], Any]] = {
 
 def write_text(path: Path, text: str) -> None:
     """Write atomically (temp file + rename): a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text)
 
 
 def write_json(path: Path, data: Any) -> None:

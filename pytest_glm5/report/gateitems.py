@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from typing import Any
 
-from ..judge.baselines import Verdict
+from ..judge.verdicts import Verdict
 
 GATE = "glm5-gate"
 

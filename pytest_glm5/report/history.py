@@ -25,6 +25,7 @@ from typing import Any
 from filelock import FileLock
 
 from ..judge.baselines import model_key
+from ..textfiles import SHARED_MODE
 
 SUFFIX = ".jsonl"
 
@@ -39,7 +40,7 @@ def store_path(root: Path, hardware: str, model: str) -> Path:
 
 
 def run_records(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The history lines of one run document (report.json_report): one per (hardware, model) it measured."""
+    """The history lines of one run document (judge.verdicts.run_document): one per (hardware, model) it measured."""
     run = doc.get("run") or {}
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for v in doc.get("verdicts", []):
@@ -66,8 +67,8 @@ def append(root: Path, doc: dict[str, Any], lock_timeout: float = 60.0) -> list[
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             line = (json.dumps(rec, separators=(",", ":"), default=str) + "\n").encode()
-            with FileLock(str(path.parent / f".{path.name}.lock"), timeout=lock_timeout):
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            with FileLock(str(path.parent / f".{path.name}.lock"), timeout=lock_timeout, mode=SHARED_MODE):
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, SHARED_MODE)  # the umask decides
                 try:
                     os.write(fd, line)
                     os.fsync(fd)

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .exports import write_text
 from .markdown import change_text, order, target_text
 
 MAX_TELEMETRY_POINTS = 240
@@ -175,8 +176,6 @@ def _html_escape(text: str) -> str:
 
 def write(path: Path, doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), history_note: str = "") -> int:
     """Write the page atomically; returns its size in bytes."""
-    from .exports import write_text
-
     text = render(doc, analyses, history_note)
     write_text(path, text)
     return len(text.encode())

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..judge.baselines import times
+from ..judge.verdicts import times
 
 LIMIT = 64 * 1024
 GOOD = ("pass", "known cost")

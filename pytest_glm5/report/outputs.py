@@ -6,10 +6,12 @@ the cause; the others are still written.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..settings import Settings, check_creatable_dir, check_writable_file
 from . import exports, htmlpage, markdown
 from .history import HistoryError, append, for_run, run_records, series_of
 from .trends import Analysis, analyse
@@ -25,6 +27,27 @@ class Outputs:
     step_summary: Path | None = None  # $GITHUB_STEP_SUMMARY: appended, as GitHub expects
     history: Path | None = None
     exports: list[tuple[str, Path]] = field(default_factory=list)
+
+    @classmethod
+    def from_settings(cls, s: Settings, environ: Mapping[str, str]) -> Outputs:
+        """The run's output paths, each checked now (not after an hour of load); SettingsError names the one that
+        cannot be written."""
+        out = cls()
+        for name, given in (("glm5-report", s.report), ("glm5-html", s.html), ("glm5-markdown", s.markdown)):
+            if given is not None:
+                check_writable_file(Path(given), f"--{name}")
+                setattr(out, name.removeprefix("glm5-"), Path(given))
+        for fmt, path in s.export:
+            check_writable_file(Path(path), f"--glm5-export {fmt}:")
+            out.exports.append((fmt, Path(path)))
+        summary = environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            check_writable_file(Path(summary), "$GITHUB_STEP_SUMMARY")
+            out.step_summary = Path(summary)
+        if s.history is not None:
+            out.history = Path(s.history)
+            check_creatable_dir(out.history, f"history directory ({s.source('glm5-history')})")
+        return out
 
     @property
     def any(self) -> bool:

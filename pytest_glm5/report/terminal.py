@@ -10,8 +10,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..judge.baselines import WORKLOAD_CHANGED, Change, Verdict, fmt, times, unit_of
 from ..judge.decide import CLIENT_BOUND, EMULATOR_BOUND, KNOWN_COST, NOISY
+from ..judge.verdicts import WORKLOAD_CHANGED, Change, Verdict, fmt, times, unit_of
+from .trends import target_line
 
 
 class TerminalProgress:
@@ -62,7 +63,7 @@ class WorkerLines:
     def isatty(self) -> bool:
         return False
 
-    def write_line(self, line: str) -> None:
+    def write_line(self, line: str, **markup: bool) -> None:
         with self.capture.global_and_fixture_disabled() if self.capture else contextlib.nullcontext():
             sys.stderr.write(f"[{self.worker}] {line}\n")
             sys.stderr.flush()
@@ -255,8 +256,6 @@ def target_lines(verdicts: Sequence[Verdict], drift: dict[tuple[str, str, str], 
                  ) -> list[str]:
     """Where the baselines set a target: today's value against the floor and the target, and the trend towards it
     from the history (`--glm5-history`); a target never fails a run."""
-    from .trends import target_line
-
     have = [v for v in verdicts if v.target is not None]
     if not have:
         return []
@@ -291,61 +290,39 @@ def campaign_lines(versus: Sequence[Verdict]) -> list[str]:
     return out
 
 
-def verdict_doc(v: Verdict) -> dict[str, Any]:
-    """One verdict as the report holds it."""
-    return {"config": v.config, "scenario": v.scenario, "metric": v.metric, "measured": v.measured,
-            "unit": unit_of(v.metric).strip(), "verdict": v.verdict, "test_id": v.test, "model": v.model,
-            "bound": None if v.bound is None else
-            {"kind": v.bound.kind, "value": v.bound.value, "tolerance": v.bound.tolerance,
-             "launches": list(v.bound.launches), "target": v.bound.target, "measured": v.bound.measured,
-             "source": v.bound.source, "slack": v.bound.slack, "workload": v.bound.workload},
-            "delta": v.delta, "to_go": v.to_go(), "spread": v.spread, "samples": v.samples, "launches": v.launches,
-            "test": v.stat or None, "note": v.note, "workload": v.workload, "provenance": v.provenance}
-
-
-def json_report(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: Sequence[Change],
-                results: dict[tuple[str, str], list[Any]] | None = None, versus: Sequence[Verdict] = (),
-                statistics: Any = None, run: dict[str, Any] | None = None,
-                problems: dict[str, str] | None = None) -> dict[str, Any]:
-    """The --glm5-report document of a run on one process (live objects): see `document`."""
-    return document(
-        servers, verdicts, changes,
-        [{"config": c, "scenario": sc, "runs": [r.to_dict() for r in rs]} for (c, sc), rs in (results or {}).items()],
-        versus,
-        None if statistics is None else {
-            "alpha": statistics.alpha, "effect": statistics.effect, "max_repeats": statistics.max_repeats,
-            "ab": list(statistics.ab) if statistics.ab else None},
-        run or {}, problems or {})
-
-
-def document(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: Sequence[Change],
-             results: list[dict[str, Any]], versus: Sequence[Verdict], statistics: dict[str, Any] | None,
-             run: dict[str, Any], problems: dict[str, str], known_issues: dict[str, str] | None = None,
-             events: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    """The run document, one shape for one process, xdist's controller and `glm5 merge`: every other output
-    (page, summary, exports, history) is rendered from it."""
-    return {
-        "format": "pytest-glm5 report 2", "run": run, "statistics": statistics, "servers": servers,
-        "problems": problems, "known_issues": known_issues or {}, "results": results,
-        "verdicts": [verdict_doc(v) for v in verdicts], "versus": [verdict_doc(v) for v in versus],
-        "baseline_changes": [c.__dict__ for c in changes], "events": list(events),
-    }
-
-
-def telemetry_lines(results: dict[tuple[str, str], list[Any]]) -> list[str]:
-    """One line per measured scenario with GPU telemetry: power, memory, utilisation, clock, across GPUs."""
+def telemetry_lines(results: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per measured scenario with GPU telemetry (the run document's `results`): power, memory,
+    utilisation, clock, across GPUs."""
     out = []
-    for (config, scenario), rs in results.items():
-        tel = next((r.telemetry for r in reversed(rs) if getattr(r, "telemetry", None) is not None), None)
-        if tel is None or not tel.samples:
+    for entry in results:
+        tel = next((r["telemetry"] for r in reversed(entry.get("runs") or []) if r.get("telemetry")), None)
+        if tel is None or not tel.get("samples"):
             continue
-        s = tel.summary()
+        s = list(tel["summary"].values())
         n = len(s)
-        power = sum(g["power_w"]["mean"] for g in s.values()) / n
-        power_max = max(g["power_w"]["max"] for g in s.values())
-        mem = max(g["memory_used_gb"]["max"] for g in s.values())
-        util = sum(g["util_pct"]["mean"] for g in s.values()) / n
-        clock = sum(g["sm_clock_mhz"]["mean"] for g in s.values()) / n
-        out.append(f"{config} {scenario}: {n} GPU, power mean {power:.0f} W (max {power_max:.0f} W), memory max "
-                   f"{mem:.1f} GB, utilisation {util:.0f}%, SM clock {clock:.0f} MHz, {len(tel.samples)} samples")
+        power = sum(g["power_w"]["mean"] for g in s) / n
+        power_max = max(g["power_w"]["max"] for g in s)
+        mem = max(g["memory_used_gb"]["max"] for g in s)
+        util = sum(g["util_pct"]["mean"] for g in s) / n
+        clock = sum(g["sm_clock_mhz"]["mean"] for g in s) / n
+        out.append(f"{entry['config']} {entry['scenario']}: {n} GPU, power mean {power:.0f} W (max "
+                   f"{power_max:.0f} W), memory max {mem:.1f} GB, utilisation {util:.0f}%, SM clock {clock:.0f} MHz, "
+                   f"{len(tel['samples'])} samples")
+    return out
+
+
+def result_notes(results: Sequence[dict[str, Any]]) -> list[str]:
+    """Per scenario (the run document's `results`): approximate lengths, a cache that could not be flushed,
+    pauses that were not hangs, the server's count differing from the client's."""
+    out: list[str] = []
+    for entry in results:
+        runs = entry.get("runs") or []
+        where = f"{entry['config']} {entry['scenario']}"
+        shape = runs[0].get("request_shape") or {} if runs else {}
+        if runs and not shape.get("exact_lengths", True):
+            out.append(f"{where}: lengths approximate: {shape.get('described')}")
+        notes = sorted({r["cache_note"] for r in runs if r.get("cache_note")})
+        notes += [f"paused, not hung: {p}" for r in runs for p in r.get("pauses") or []]
+        notes += sorted({r["server_note"] for r in runs if r.get("server_note")})
+        out += [f"{where}: {note}" for note in notes]
     return out

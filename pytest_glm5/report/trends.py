@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..judge.baselines import fmt, times, unit_of
+from ..judge.verdicts import fmt, times, unit_of
 from ..metrics import higher_is_better
 from .changepoints import MIN_RUN, ChangePointsUnavailable, Step, find, trend
 from .history import Series

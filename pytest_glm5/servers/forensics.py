@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..loadgen import BenchResult
     from .process import ServerHandle
 
 LOG_TAIL_LINES = 40
@@ -91,16 +90,6 @@ def crash_reason(handle: ServerHandle, code: int, max_lines: int = 8) -> str:
     return text + (f"; full log: {log}" if log else "")
 
 
-def cut_off(result: BenchResult) -> int:
-    """Requests that were on the server when it died: failed ones sent before the first failure came back.
-    Requests sent after that met a dead server and never ran, so they are not counted."""
-    failed = [r for r in result.records if not r.success]
-    if not failed:
-        return 0
-    first_end = min(r.start + r.latency for r in failed)
-    return min(sum(1 for r in failed if r.start <= first_end), result.workload.concurrency)
-
-
 def crash_report(handle: ServerHandle, code: int, elapsed_s: float, completed: int, in_flight: int,
                  concurrency: int, failed: int = 0) -> str:
     """The failure of a load run whose server died: when, what was in flight, why (log lines), where the log is."""
@@ -148,13 +137,14 @@ def _grew_with_stacks(log: Path, offset: int) -> bool:
     return False
 
 
-def hang_report(handle: ServerHandle, result: BenchResult, elapsed: float) -> str:
+def hang_report(handle: ServerHandle, why: str | None, elapsed: float, concurrency: int, completed: int,
+                in_flight: int) -> str:
     """A server alive but producing nothing: the same report as a crash, plus a stack dump where possible."""
     dumped = request_stack_dump(handle)
     log = handle.log_path
-    lines = [f"server for {handle.config.name} hung during the load run: {result.aborted}, {elapsed:.1f} s into "
-             f"the run at concurrency {result.workload.concurrency}; {int(result.metrics['completed'])} requests "
-             f"completed, {result.in_flight_at_abort} in flight; the process is alive (pid {handle.pid})", dumped,
+    lines = [f"server for {handle.config.name} hung during the load run: {why}, {elapsed:.1f} s into the run at "
+             f"concurrency {concurrency}; {completed} requests completed, {in_flight} in flight; the process is alive "
+             f"(pid {handle.pid})", dumped,
              "last log lines:"]
     lines += [f"  {ln}" for ln in tail(log, 10)]
     if log:

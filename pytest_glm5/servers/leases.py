@@ -46,7 +46,8 @@ class Device:
     uuid: str
 
 
-def visible(devices: list[Device], cuda_visible: str | None, what: str) -> list[Device]:
+def visible(devices: list[Device], cuda_visible: str | None, what: str, variable: str = "CUDA_VISIBLE_DEVICES"
+            ) -> list[Device]:
     """The devices an outer CUDA_VISIBLE_DEVICES leaves, in its order (indices, UUIDs or UUID prefixes, as CUDA
     reads them); all of them when it is unset. LeaseError names the entry that matches no GPU."""
     if cuda_visible is None:
@@ -56,7 +57,7 @@ def visible(devices: list[Device], cuda_visible: str | None, what: str) -> list[
         if not entry:
             continue
         if entry.startswith("MIG-"):
-            raise LeaseError(f"CUDA_VISIBLE_DEVICES={cuda_visible} names a MIG instance ({entry}); GPU leases hand "
+            raise LeaseError(f"{variable}={cuda_visible} names a MIG instance ({entry}); GPU leases hand "
                              "out whole GPUs: list GPUs (indices or GPU-... UUIDs), or unset it")
         if entry.lstrip("-").isdigit():
             hits = [d for d in devices if d.index == int(entry)]
@@ -64,10 +65,10 @@ def visible(devices: list[Device], cuda_visible: str | None, what: str) -> list[
             hits = [d for d in devices if d.uuid.startswith(entry)]
         if len(hits) != 1:
             found = "no GPU" if not hits else f"{len(hits)} GPUs"
-            raise LeaseError(f"CUDA_VISIBLE_DEVICES={cuda_visible}: {entry!r} matches {found} among the {what} "
+            raise LeaseError(f"{variable}={cuda_visible}: {entry!r} matches {found} among the {what} "
                              f"(indices 0-{len(devices) - 1}); fix the entry or unset the variable")
         if hits[0] in out:
-            raise LeaseError(f"CUDA_VISIBLE_DEVICES={cuda_visible} names GPU {hits[0].index} twice")
+            raise LeaseError(f"{variable}={cuda_visible} names GPU {hits[0].index} twice")
         out.append(hits[0])
     return out
 
@@ -310,11 +311,12 @@ def default_lease_dir() -> Path:
 
 
 def book_for(devices: list[Device] | None, what: str, cuda_visible: str | None, directory: Path,
-             exclusive: bool, probe: Probe | None = None) -> LeaseBook | None:
+             exclusive: bool, probe: Probe | None = None, file: str = "gpu-leases.json",
+             variable: str = "CUDA_VISIBLE_DEVICES") -> LeaseBook | None:
     """The lease book of a run: over `devices` (an emulator profile's or NVML's; None or empty: no leases), narrowed
-    by an outer CUDA_VISIBLE_DEVICES. LeaseError names a bad entry of the variable."""
+    by an outer CUDA_VISIBLE_DEVICES (or the variable named). LeaseError names a bad entry of the variable."""
     if not devices:
         return None
-    shown = visible(devices, cuda_visible, what)
-    source = what if cuda_visible is None else f"{len(shown)} of {what} (CUDA_VISIBLE_DEVICES={cuda_visible})"
-    return LeaseBook(directory / "gpu-leases.json", shown, source, exclusive=exclusive, probe=probe)
+    shown = visible(devices, cuda_visible, what, variable)
+    source = what if cuda_visible is None else f"{len(shown)} of {what} ({variable}={cuda_visible})"
+    return LeaseBook(directory / file, shown, source, exclusive=exclusive, probe=probe)

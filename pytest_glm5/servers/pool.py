@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..configs import ServerConfig
+from ..settings import Settings
 from ..telemetry import wait_released
 from . import forensics
 from .builds import Build
@@ -46,6 +47,14 @@ class PoolSettings:
     relaunch_after_crash: bool = False
     stall_timeout: float = 120.0
 
+    @classmethod
+    def from_settings(cls, s: Settings, log_dir: Path) -> PoolSettings:
+        """The run's pool settings; `log_dir` where --glm5-log-dir is not set."""
+        return cls(model=s.model, log_dir=Path(s.log_dir) if s.log_dir else log_dir,
+                   startup_timeout=s.startup_timeout, stop_timeout=s.stop_timeout, keep=s.keep_servers,
+                   external_url=s.sglang_url, strict=s.strict, relaunch_after_crash=s.relaunch_after_crash,
+                   stall_timeout=s.stall_timeout)
+
 
 @dataclass
 class PoolEvent:
@@ -82,7 +91,8 @@ class ServerPool:
     identify: Callable[[Build], dict[str, Any]] | None = None  # a build's identity (builds.identity)
     current_build: str | None = None
     launches: int = 0  # servers launched by this run (each is a sample of the launch-to-launch variance)
-    leases: LeaseBook | None = None
+    leases: LeaseBook | None = None  # the book of the current config's machine
+    leases_for: Callable[[ServerConfig], LeaseBook | None] | None = None  # each config's book (emulated profiles)
     lease: Lease | None = None  # the current server's
     outside: list[str] = field(default_factory=list)  # processes on its GPUs that no lease holds (NVML)
 
@@ -111,6 +121,8 @@ class ServerPool:
             if config.name in self.failures:
                 raise ServerError(self.failures[config.name])
         self.release_current(next_config=config.name)
+        if self.leases_for is not None:
+            self.leases = self.leases_for(config)
         engine = self.engine_for(config)
         if self.settings.external_url:
             return self._attach(config, engine)

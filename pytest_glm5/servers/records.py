@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +10,7 @@ from typing import Any
 import psutil
 from filelock import FileLock
 
+from ..textfiles import SHARED_MODE, atomic_write
 from .process import kill_tree, same_process
 
 KEPT = "kept"  # servers left running on purpose (--glm5-keep-servers), for reuse by a later run
@@ -29,7 +27,7 @@ class LockedTables:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.sections = sections
-        self.lock = FileLock(str(path) + ".lock", timeout=60)
+        self.lock = FileLock(str(path) + ".lock", timeout=60, mode=SHARED_MODE)
 
     def _load(self) -> Tables:
         try:
@@ -50,15 +48,7 @@ class LockedTables:
         with self.lock:
             data = self._load()
             change(data)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(data, f, indent=1)
-                os.replace(tmp, self.path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            atomic_write(self.path, json.dumps(data, indent=1))
 
 
 class RecordStore(LockedTables):

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from ..spec.sglang import flag_table
+from .profile import DEFAULT_PROFILE
 
 log = logging.getLogger("sglang.sim")
 
@@ -96,8 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_sglang_flags(parser)
     sim = parser.add_argument_group("emulator (not SGLang flags)")
-    sim.add_argument("--sim-profile", default="glm5-sm120",
-                     help="performance profile: a bundled name or a TOML file (default glm5-sm120)")
+    sim.add_argument("--sim-profile", default=DEFAULT_PROFILE,
+                     help=f"performance profile: a bundled name or a TOML file (default {DEFAULT_PROFILE})")
     sim.add_argument("--sim-time-scale", type=_positive, default=1.0,
                      help="every modelled duration times S; 0.1 runs ten times faster")
     sim.add_argument("--sim-slowdown", type=_positive, default=_env_slowdown(),

@@ -8,6 +8,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+DEFAULT_PROFILE = "glm5-sm120"  # the emulated machine of a config that names none: the campaign's box
+
 
 class ProfileError(Exception):
     """A profile that cannot be found or read."""

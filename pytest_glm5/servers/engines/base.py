@@ -73,6 +73,15 @@ class Engine(ABC):
         """Check the argv without loading a model: the engine's own error message, or why it was skipped."""
         return Preflight(skipped=f"{self.name} has no preflight check")
 
+    def hardware_key(self, cfg: ServerConfig) -> str | None:
+        """The hardware key its servers will report, where the engine decides it (the emulator's profile and time
+        scale); None: the GPUs decide (NVML or --glm5-hardware). EngineError for a profile that does not exist."""
+        return None
+
+    def devices(self, cfg: ServerConfig) -> tuple[str, int] | None:
+        """The GPUs it emulates for this config (a name for the machine, their count); None: real GPUs."""
+        return None
+
     def fingerprint_extra(self) -> dict[str, Any]:
         """Settings outside the config that change what the server is (the emulator's time scale)."""
         return {}

@@ -11,8 +11,10 @@ from typing import Any
 from ... import __version__, proxies
 from ...configs import ServerConfig
 from ...sim.args import build_parser
+from ...sim.profile import DEFAULT_PROFILE, ProfileError, load_profile
 from ...spec import sglang as spec
-from .base import Engine, Preflight
+from ...telemetry import sim_hardware_key
+from .base import Engine, EngineError, Preflight
 
 
 class SimEngine(Engine):
@@ -38,8 +40,27 @@ class SimEngine(Engine):
         self.noise = noise
         self.extra = list(extra or [])
 
+    def profile_of(self, cfg: ServerConfig) -> str:
+        """The profile this config's emulator runs: --glm5-sim-profile, else the config's, else the default."""
+        return self.profile or cfg.sim_profile or DEFAULT_PROFILE
+
+    def _profile(self, cfg: ServerConfig) -> dict[str, Any]:
+        try:
+            return load_profile(self.profile_of(cfg))
+        except ProfileError as exc:
+            raise EngineError(f"config {cfg.name}: {exc}") from None
+
+    def hardware_key(self, cfg: ServerConfig) -> str | None:
+        """`sim-<profile>-x<time scale>`: what the emulator will report, known before it starts."""
+        return sim_hardware_key(str(self._profile(cfg)["name"]), self.time_scale)
+
+    def devices(self, cfg: ServerConfig) -> tuple[str, int] | None:
+        """The profile's GPUs (`glm5-sm120`: eight)."""
+        profile = self._profile(cfg)
+        return str(profile["name"]), int(profile.get("gpu", {}).get("count", 1))
+
     def _sim_flags(self, cfg: ServerConfig) -> list[str]:
-        profile = self.profile or cfg.sim_profile or "glm5-sm120"
+        profile = self.profile_of(cfg)
         out = ["--sim-profile", profile, "--sim-time-scale", str(self.time_scale)]
         # Unset, a build's env (GLM5_SIM_SLOWDOWN) decides; unseeded, each launch draws its own speed factor.
         if self.slowdown != 1.0:

@@ -1,0 +1,338 @@
+"""The judging vocabulary: a bound, a verdict and its kinds, the statistical test behind it, a baseline change,
+and their round trip through the run document (the --glm5-report file). Every wing speaks it; it imports
+nothing of the project but the metric names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypedDict, cast
+
+
+class Kind(StrEnum):
+    """What a verdict says. A str, so documents and baselines keep the words they always had."""
+
+    PASS = "pass"
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    NEW = "new"
+    WORKLOAD_CHANGED = "workload changed"
+    NOISY = "noisy"  # the data cannot tell: more launches would
+    KNOWN_COST = "known cost"  # slower than its reference as the config says it must be
+    EMULATOR_BOUND = "emulator-bound"  # the emulator fell behind its model: the host was measured
+    CLIENT_BOUND = "client-bound"  # the load client's own delay is too large a share of the figure
+    SAME = "SAME"  # A/B: B is no worse than A beyond the tolerance
+    DIFFERENT = "DIFFERENT"
+    UNKNOWN = "UNKNOWN"
+
+
+NOT_JUDGED = (Kind.EMULATOR_BOUND, Kind.CLIENT_BOUND)
+
+
+class Test(TypedDict, total=False):
+    """The statistical test behind a verdict, as decide.py writes it and the reports show it."""
+
+    against: str  # what the launches were compared with: `5 reference launches`, `build base (4 launches)`
+    describe: str  # `-5.5% [-7.0%, -4.0%], p 5.9e-05, CV 0.9%, 3 vs 5 launches`
+    test: str  # which test, at which alpha and look
+    tolerance: float
+    change: float  # relative change of the mean, + = higher
+    gain: float  # relative change, + = better for the metric
+    ci: list[float]  # the change's confidence interval
+    p_worse: float
+    p_better: float
+    cv: float
+    n_new: int
+    n_ref: int
+    alpha: float  # the level of this look
+    look: int
+    looks: int
+    p_adj: float  # p on the scale of the run's alpha (one Benjamini-Hochberg pass covers every look)
+    p_adj_better: float
+    answer: str  # A/B: SAME / DIFFERENT/worse / ...; nightly: the verdict before the family decision
+    build_a: str
+    build_b: str
+    launches_a: list[float]
+    compare_to: str
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One metric's recorded bound."""
+
+    metric: str
+    kind: str  # "floor" or "ceiling"
+    value: float
+    tolerance: float
+    measured: float | None = None
+    source: str = ""
+    slack: float = 0.0  # absolute allowance for ceilings, in the metric's unit (ms)
+    workload: dict[str, Any] | None = None  # the load it was recorded under (None: not recorded)
+    launches: tuple[float, ...] = ()  # reference values, one per server launch (< 2: provisional)
+    target: float | None = None  # where the work is heading (shown, never judged)
+
+    @property
+    def provisional(self) -> bool:
+        """Recorded from fewer than two launches: no between-launch spread to test with."""
+        return len(self.launches) < 2
+
+
+@dataclass
+class Verdict:
+    """How one measured value stands against its bound."""
+
+    config: str
+    scenario: str
+    metric: str
+    measured: float
+    bound: Bound | None
+    verdict: str  # pass / regression / improvement / new / workload changed
+    spread: dict[str, Any] = field(default_factory=dict)
+    samples: list[float] = field(default_factory=list)
+    workload: dict[str, Any] = field(default_factory=dict)  # concurrency, lengths, protocol of this measurement
+    provenance: dict[str, Any] = field(default_factory=dict)  # who measured it: hardware, commit, engine, ...
+    launches: list[float] = field(default_factory=list)  # this run's value per server launch
+    stat: Test = field(default_factory=lambda: Test())  # the test behind a statistical verdict (see decide.py)
+    note: str = ""
+    test: str = ""  # the pytest node id that measured it
+    model: str = ""  # the model path, with the hardware key naming the baselines file and the history store
+    # Where the family decision changed it: its own test's verdict, note and answer.
+    alone: tuple[str, str, str | None] | None = None
+
+    def undecided(self) -> Verdict:
+        """The verdict as its own test left it, before a family decision (itself when none changed it)."""
+        if self.alone is None:
+            return self
+        verdict, note, answer = self.alone
+        stat = cast(Test, dict(self.stat))
+        if answer is not None:
+            stat["answer"] = answer
+        return replace(self, verdict=verdict, note=note, stat=stat, alone=None)
+
+    @property
+    def target(self) -> float | None:
+        """The entry's target, where the baselines file sets one."""
+        return self.bound.target if self.bound is not None else None
+
+    def to_go(self) -> float | None:
+        """How far today's value is from the target, as a factor (2.0: twice as far to go); None without one."""
+        t = self.target
+        if t is None or not self.measured or not t:
+            return None
+        return t / self.measured if self.bound is not None and self.bound.kind == "floor" else self.measured / t
+
+    @property
+    def delta(self) -> float | None:
+        """Relative distance from the bound (+ is better for floors and for ceilings)."""
+        if self.bound is None or not self.bound.value:
+            return None
+        d = (self.measured - self.bound.value) / self.bound.value
+        return d if self.bound.kind == "floor" else -d
+
+    def line(self) -> str:
+        """`tp8 single-stream output_throughput 8.90 tok/s < floor 10.36 tok/s (-14.1%, tolerance 5%)`; a statistical
+        verdict: `tp8 sweep-c256 total_throughput 117248.49 tok/s vs 5 reference launches: -5.5% [-7.0%, -4.0%],
+        p 5.9e-05, CV 0.9%, 3 vs 5 launches (t-test at alpha 0.00084, look 3 of 5; tolerance 3%): regression`."""
+        unit = unit_of(self.metric)
+        head = f"{self.config} {self.scenario} {self.metric} {fmt(self.measured)}{unit}"
+        if self.stat:
+            st = self.stat
+            tail = f": {self.note}" if self.note else ""
+            tol = f"tolerance {st['tolerance'] * 100:.3g}%"
+            return f"{head} vs {st['against']}: {st['describe']} ({st['test']}; {tol}): " \
+                   f"{st.get('answer') or self.verdict}{tail}"
+        if self.bound is None:
+            return f"{head} (new: no baseline yet)"
+        if self.verdict == WORKLOAD_CHANGED:
+            return (f"{head} (workload changed: baseline recorded with {describe_workload(self.bound.workload)}, "
+                    f"measured with {describe_workload(self.workload)}; not compared, record it with "
+                    "--update-baselines)")
+        b = self.bound
+        sign = "<" if self.measured < b.value else (">" if self.measured > b.value else "=")
+        raw = (self.measured - b.value) / b.value * 100 if b.value else 0.0
+        slack = f" or {b.slack:g}{unit}" if b.slack else ""
+        prov = f"; provisional: recorded from {len(b.launches) or 1} launch" if b.provisional else ""
+        note = f"; {self.note}" if self.note else ""
+        return (f"{head} {sign} {b.kind} {fmt(b.value)}{unit} ({raw:+.1f}%, "
+                f"tolerance {b.tolerance * 100:g}%{slack}{prov}{note})")
+
+
+WORKLOAD_CHANGED = "workload changed"
+WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling")
+# What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one.
+WORKLOAD_LEGACY = {"range_ratio": 1.0, "sampling": "uniform"}
+
+
+def workload_differs(recorded: dict[str, Any] | None, measured: dict[str, Any]) -> bool:
+    """A bound recorded under another load than this measurement's (an unrecorded one never differs)."""
+    if recorded is None:
+        return False
+    legacy = WORKLOAD_LEGACY
+    return any(recorded.get(k, legacy.get(k)) != measured.get(k, legacy.get(k)) for k in WORKLOAD_KEYS)
+
+
+def describe_workload(workload: dict[str, Any] | None) -> str:
+    """`c1 128/128 sglang`, or `an unrecorded workload`."""
+    if not workload:
+        return "an unrecorded workload"
+    ratio = workload.get("range_ratio", 1.0)
+    spread = f" range {ratio:g}" if ratio != 1.0 else ""
+    sampling = workload.get("sampling", WORKLOAD_LEGACY["sampling"])
+    return (f"c{workload.get('concurrency', '?')} {workload.get('input_len', '?')}/{workload.get('output_len', '?')} "
+            f"{workload.get('protocol', '?')}{spread}, {sampling} ids")
+
+
+def unit_of(metric: str) -> str:
+    """The unit shown after a value."""
+    if metric.endswith("_ms"):
+        return " ms"
+    if metric == "request_throughput":
+        return " req/s"
+    if metric.startswith("scaling"):
+        return "x"
+    if "throughput" in metric or metric == "max_output_tokens_per_s":
+        return " tok/s"
+    return ""
+
+
+def times(factor: float) -> str:
+    """`9.7x` / `389x`: a distance to a target."""
+    return f"{factor:.2g}x" if factor < 10 else f"{factor:,.0f}x"
+
+
+def fmt(value: float) -> str:
+    """Three significant decimals for small numbers, two for the rest."""
+    return f"{value:.3f}" if abs(value) < 10 else f"{value:.2f}"
+
+
+@dataclass
+class Change:
+    """One entry written by --update-baselines."""
+
+    config: str
+    scenario: str
+    metric: str
+    old: float | None
+    new: float
+    why: str
+
+    def line(self) -> str:
+        """`tp8 single-stream output_throughput: 10.36 -> 11.02 (improvement)`."""
+        before = "new" if self.old is None else fmt(self.old)
+        return f"{self.config} {self.scenario} {self.metric}: {before} -> {fmt(self.new)} ({self.why})"
+
+
+
+def verdict_doc(v: Verdict) -> dict[str, Any]:
+    """One verdict as the report holds it."""
+    return {"config": v.config, "scenario": v.scenario, "metric": v.metric, "measured": v.measured,
+            "unit": unit_of(v.metric).strip(), "verdict": str(v.verdict), "test_id": v.test, "model": v.model,
+            "bound": None if v.bound is None else
+            {"kind": v.bound.kind, "value": v.bound.value, "tolerance": v.bound.tolerance,
+             "launches": list(v.bound.launches), "target": v.bound.target, "measured": v.bound.measured,
+             "source": v.bound.source, "slack": v.bound.slack, "workload": v.bound.workload},
+            "delta": v.delta, "to_go": v.to_go(), "spread": v.spread, "samples": v.samples, "launches": v.launches,
+            "test": v.stat or None, "note": v.note, "workload": v.workload, "provenance": v.provenance,
+            "alone": None if v.alone is None else dict(zip(("verdict", "note", "answer"), v.alone, strict=True))}
+
+
+class ReportError(Exception):
+    """A run document that cannot be read back; the message names the file, the entry and the key."""
+
+
+def _number(x: Any, where: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, int | float | str):
+        raise ReportError(f"{where}: {x!r} is not a number")
+    try:
+        return float(x)
+    except ValueError:
+        raise ReportError(f"{where}: {x!r} is not a number") from None
+
+
+def _test(d: Any) -> Test:
+    return cast(Test, dict(d)) if isinstance(d, dict) else Test()
+
+
+def _alone(d: Any) -> tuple[str, str, str | None] | None:
+    return (str(d["verdict"]), str(d.get("note") or ""), d.get("answer")) if isinstance(d, dict) else None
+
+
+def verdict_from_doc(d: dict[str, Any], where: str = "report") -> Verdict:
+    """A verdict as verdict_doc wrote it; ReportError names the entry and key that are not what they must be."""
+    try:
+        at = f"{where}: verdict {d.get('config')} {d.get('scenario')} {d.get('metric')}"
+        b = d.get("bound")
+        bound = None if b is None else Bound(
+            d["metric"], b["kind"], _number(b["value"], f"{at} bound value"),
+            _number(b["tolerance"], f"{at} bound tolerance"), b.get("measured"), b.get("source") or "",
+            _number(b.get("slack") or 0.0, f"{at} bound slack"), b.get("workload"),
+            tuple(_number(x, f"{at} bound launches") for x in b.get("launches") or ()), b.get("target"))
+        return Verdict(d["config"], d["scenario"], d["metric"], _number(d["measured"], f"{at} measured"), bound,
+                       d["verdict"], dict(d.get("spread") or {}), [_number(x, f"{at} samples")
+                                                                     for x in d.get("samples") or []],
+                       dict(d.get("workload") or {}), dict(d.get("provenance") or {}),
+                       [_number(x, f"{at} launches") for x in d.get("launches") or []],
+                       _test(d.get("test")), d.get("note") or "", d.get("test_id") or "", d.get("model") or "",
+                       _alone(d.get("alone")))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ReportError(f"{where}: a verdict entry lacks or mangles {exc}: not a --glm5-report file of this "
+                          "version") from None
+
+
+REPORT_FORMAT = "pytest-glm5 report 2"
+
+
+def run_document(servers: dict[str, Any], verdicts: Sequence[Verdict], changes: Sequence[Change],
+                 results: list[dict[str, Any]], versus: Sequence[Verdict], statistics: dict[str, Any] | None,
+                 run: dict[str, Any], problems: dict[str, str], known_issues: dict[str, str] | None = None,
+                 events: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """The run document, one shape for one process, xdist's controller and `glm5 merge`: every other output
+    (page, summary, exports, history) is rendered from it."""
+    return {
+        "format": REPORT_FORMAT, "run": run, "statistics": statistics, "servers": servers,
+        "problems": problems, "known_issues": known_issues or {}, "results": results,
+        "verdicts": [verdict_doc(v) for v in verdicts], "versus": [verdict_doc(v) for v in versus],
+        "baseline_changes": [c.__dict__ for c in changes], "events": list(events),
+    }
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """A --glm5-report file as its run document; ReportError says why it is not one."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file (give --glm5-report files)") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); give a --glm5-report file") from None
+    except (OSError, UnicodeError) as exc:
+        raise ReportError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("verdicts"), list):
+        raise ReportError(f"{path}: not a --glm5-report file (no verdicts)")
+    return doc
+
+
+def verdicts_of(doc: dict[str, Any], where: str) -> list[Verdict]:
+    """The document's verdicts as objects."""
+    return [verdict_from_doc(d, where) for d in doc.get("verdicts", [])]
+
+
+def machines(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    """The (hardware key, model) pairs a document's verdicts were measured on."""
+    return {(str(d.get("provenance", {}).get("hardware") or "?"), str(d.get("model") or "?"))
+            for d in doc.get("verdicts", []) if isinstance(d, dict) and d.get("provenance", {}).get("hardware")}
+
+
+def same_machines(named: Sequence[tuple[str, dict[str, Any]]], what: str) -> None:
+    """ReportError when documents were measured on different hardware or models: their numbers are not
+    comparable, and a join of them would judge one machine's launches against another's."""
+    seen: dict[tuple[str, str], str] = {}
+    for name, doc in named:
+        for m in machines(doc):
+            seen.setdefault(m, name)
+    if len(seen) > 1:
+        parts = "; ".join(f"{src}: {hw}, model {model}" for (hw, model), src in seen.items())
+        raise ReportError(f"{what} of different hardware or models ({parts}): their numbers are not comparable")

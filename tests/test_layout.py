@@ -1,0 +1,157 @@
+"""The layout's rules over the whole import graph (../shared/DESIGN.md): the arrows between the wings and the
+nevers, one pytest importer below the role plugins, no function-local project import outside the CLI, a thin
+plugin.py. The rules are data: a newcomer reads WINGS and MAY to know where a module belongs."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "pytest_glm5"
+ROOT = "pytest_glm5"
+
+# Each module's wing: the first matching prefix of its dotted name (under pytest_glm5) wins.
+WINGS = [
+    ("plugin", "hooks"), ("roles", "hooks"),
+    ("session", "session"), ("cli", "cli"),
+    ("perf", "perf"), ("measurement", "perf"),
+    ("servers.engines.sim", "sim-engine"),
+    ("servers", "servers"), ("judge", "judge"), ("report", "report"),
+    ("sim", "sim"),
+    ("", "base"),  # settings, configs, loadgen, metrics, telemetry, spec, proxies, scaleout, textfiles, ...
+]
+# Which wings a wing may import. Dependencies point one way: hooks -> session -> (perf, judge, servers, report) ->
+# base. The judges never read the reports, the servers, load results or the emulator; the servers never read load
+# results (base's loadgen and metrics are named in NEVER); only the emulator's own engine and the CLI import sim.
+MAY = {
+    "hooks": {"hooks", "session", "perf", "judge", "servers", "report", "base"},
+    "cli": {"session", "perf", "judge", "servers", "report", "base", "sim"},
+    "session": {"session", "perf", "judge", "servers", "report", "base"},
+    "perf": {"perf", "judge", "servers", "base"},
+    "report": {"report", "judge", "base"},
+    "judge": {"judge", "base"},
+    "servers": {"servers", "sim-engine", "base"},  # the engine registry names the emulator's engine
+    "sim-engine": {"servers", "base", "sim"},
+    "sim": {"sim", "base"},
+    "base": {"base"},
+}
+NEVER = {  # wing -> modules of an allowed wing it still must not import
+    "servers": {"loadgen", "metrics", "clientload", "servermetrics"},
+    "sim-engine": {"loadgen", "metrics", "clientload"},
+}
+PYTEST_IMPORTERS = {"plugin", "roles"}
+PLUGIN_MAX_LINES = 350
+
+
+def wing_of(module: str) -> str:
+    """The wing of a dotted module name under pytest_glm5 ('' is the package itself)."""
+    for prefix, wing in WINGS:
+        if module == prefix or module.startswith(prefix + ".") or prefix == "":
+            return wing
+    raise AssertionError(module)
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PKG).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(module: str, is_pkg: bool, node: ast.ImportFrom) -> list[str]:
+    if node.level == 0:
+        base = node.module or ""
+        if not (base == ROOT or base.startswith(ROOT + ".")):
+            return []
+        base = base.removeprefix(ROOT).lstrip(".")
+    else:
+        here = module.split(".") if module else []
+        pkg = here if is_pkg else here[:-1]
+        pkg = pkg[: len(pkg) - (node.level - 1)]
+        base = ".".join([*pkg, *([node.module] if node.module else [])])
+    if node.module:
+        return [base]
+    # `from . import a, b`: each name may be a module
+    return [f"{base}.{a.name}" if base else a.name for a in node.names]
+
+
+def graph() -> dict[str, list[tuple[str, int, bool]]]:
+    """module -> [(imported project module, line, at module level)] for every module of the package."""
+    out: dict[str, list[tuple[str, int, bool]]] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        module = _module(path)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = {id(n) for n in tree.body} | {id(n) for s in tree.body if isinstance(s, ast.If) for n in s.body}
+        edges: list[tuple[str, int, bool]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                for target in _resolve(module, path.name == "__init__.py", node):
+                    edges.append((target, node.lineno, id(node) in top))
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name == ROOT or a.name.startswith(ROOT + "."):
+                        edges.append((a.name.removeprefix(ROOT).lstrip("."), node.lineno, id(node) in top))
+        out[module] = edges
+    return out
+
+
+def _never_hit(wing: str, target: str) -> bool:
+    return any(target == n or target.startswith(n + ".") for n in NEVER.get(wing, ()))
+
+
+def violations(g: dict[str, list[tuple[str, int, bool]]]) -> list[str]:
+    """Every import that breaks a rule, as `module:line imports target (why)`."""
+    out = []
+    for module, edges in g.items():
+        wing = wing_of(module)
+        for target, line, top in edges:
+            there = wing_of(target)
+            if there not in MAY[wing] or _never_hit(wing, target):
+                out.append(f"{module or ROOT}:{line} imports {target or ROOT} ({wing} may not import {there})")
+            if not top and wing != "cli":
+                out.append(f"{module}:{line} imports {target} inside a function (only the CLI may import lazily)")
+    return out
+
+
+def test_the_import_graph_keeps_the_layout() -> None:
+    assert violations(graph()) == []
+
+
+@pytest.mark.parametrize(("module", "target"), [
+    ("judge.gate", "report.terminal"),  # a judge reading the reports
+    ("judge.merge", "servers.pool"),  # a judge reading the servers
+    ("servers.forensics", "loadgen"),  # the servers reading load results
+    ("report.html", "sim.profile"),  # the emulator outside its engine and the CLI
+    ("metrics", "judge.verdicts"),  # the base reaching up
+])
+def test_a_planted_upward_import_is_caught(module: str, target: str) -> None:
+    g = graph()
+    g.setdefault(module, []).append((target, 1, True))
+    assert [v for v in violations(g) if v.startswith(f"{module}:1 ")], (module, target)
+
+
+def test_a_planted_lazy_import_is_caught() -> None:
+    g = graph()
+    g["session"].append(("judge.gate", 99, False))
+    assert "session:99 imports judge.gate inside a function (only the CLI may import lazily)" in violations(g)
+
+
+def test_only_the_hook_modules_import_pytest() -> None:
+    importers = set()
+    for path in PKG.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        if names & {"pytest", "_pytest", "xdist"}:
+            importers.add(_module(path))
+    assert importers == PYTEST_IMPORTERS
+
+
+def test_plugin_py_only_wires() -> None:
+    lines = len((PKG / "plugin.py").read_text(encoding="utf-8").splitlines())
+    assert lines <= PLUGIN_MAX_LINES, f"plugin.py has {lines} lines: move what it computes into session.py"
+
+
+def test_every_module_has_a_wing_and_every_wing_a_module() -> None:
+    wings = {wing_of(m) for m in graph()}
+    assert wings == set(MAY), sorted(set(MAY) ^ wings)
