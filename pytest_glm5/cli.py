@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .loadgen import PROTOCOLS, SAMPLINGS, BenchError, BenchResult, Workload, run_workload
-from .settings import parse_alpha, parse_fraction, parse_ratio, parse_url
+from .settings import parse_alpha, parse_effect, parse_fraction, parse_ratio, parse_url
 
 TABLE_COLUMNS = (
     ("conc", "concurrency", "{:.0f}"),
@@ -169,10 +169,12 @@ def _compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("base", type=Path, help="the reference report (--glm5-report of the base build)")
     p.add_argument("head", type=Path, help="the report to judge")
     p.add_argument("--alpha", type=_checked(parse_alpha), default=0.01, help="false-alarm rate (default 0.01)")
-    p.add_argument("--effect", type=_checked(parse_fraction), default=0.05,
+    p.add_argument("--effect", type=_checked(parse_effect), default=0.05,
                    help="SAME rules out a change this large (default 0.05)")
     p.add_argument("--tolerance", type=_checked(parse_fraction), default=0.02,
                    help="a smaller change never fails (default 0.02)")
+    p.add_argument("--mixed", action="store_true",
+                   help="compare reports of different hardware or models anyway (refused by default)")
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
@@ -180,7 +182,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     from .judge.compare import CompareError, compare_reports
 
     try:
-        outcome = compare_reports(ns.base, ns.head, ns.alpha, ns.effect, ns.tolerance)
+        outcome = compare_reports(ns.base, ns.head, ns.alpha, ns.effect, ns.tolerance, ns.mixed)
     except CompareError as exc:
         print(f"glm5 compare: error: {exc}", file=sys.stderr)
         return 2

@@ -98,11 +98,23 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return _session(config).header()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """`--glm5-stop-servers`: stop the servers earlier runs kept, say so once, and end (as --markers does)."""
+    if not config.getoption("glm5_stop_servers", False):
+        return None
+    config._do_configure()
+    try:
+        message, code = _session(config).stop_kept()
+        print(message, flush=True)
+        return code
+    finally:
+        config._ensure_unconfigure()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Reap servers a killed earlier run left behind; `--glm5-stop-servers`: stop kept ones, then exit."""
-    ended = _session(session.config).start()
-    if ended is not None:
-        pytest.exit(ended[0], returncode=ended[1])
+    """Reap servers a killed earlier run left behind."""
+    _session(session.config).start()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -344,19 +344,20 @@ class Glm5Session:
             lines.append("glm5: hardware key from NVML when a server is measured")
         return lines
 
-    def start(self) -> tuple[str, int] | None:
-        """Reap servers a killed earlier run left behind; under --glm5-stop-servers, stop kept ones and return the
-        message and exit code the run ends with."""
+    def start(self) -> None:
+        """Reap servers a killed earlier run left behind."""
         store = self.store()
         if store is not None:
             for line in reap_leftovers(store):
                 self.say(f"glm5: {line}", yellow=True)
-        if not self.settings.stop_servers:
-            return None
+
+    def stop_kept(self) -> tuple[str, int]:
+        """--glm5-stop-servers: reap leftovers, stop the servers earlier runs kept; the message and exit code."""
+        store = self.store()
         if store is None:
             return "glm5: --glm5-stop-servers needs pytest's cache (drop -p no:cacheprovider)", 4
-        lines = stop_recorded(store, self.settings.stop_timeout)
-        return "glm5: " + ("\n".join(lines) or "no kept servers recorded"), 0
+        lines = [*reap_leftovers(store), *stop_recorded(store, self.settings.stop_timeout)]
+        return "\n".join(f"glm5: {line}" for line in lines) or "glm5: no kept servers recorded", 0
 
     def sweep(self, default: Sequence[int]) -> list[tuple[str, int]]:
         """(config, concurrency) for a sweep test: each config's own `sweep`, else the module's SWEEP."""

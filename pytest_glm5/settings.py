@@ -51,6 +51,27 @@ def _count(value: str) -> int:
     return number
 
 
+MAX_LAUNCHES = 100  # a night holds 8 hours: more launches of one series than this is a typo, not a plan
+
+
+def _launches(value: str) -> int:
+    number = _count(value)
+    if number > MAX_LAUNCHES:
+        raise ValueError(f"must be a whole number from 1 to {MAX_LAUNCHES} (each is a server launch)")
+    return number
+
+
+def parse_effect(value: str) -> float:
+    """The smallest change worth finding, in (0, 1); ValueError saying so (0 could never be ruled out)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 0 < number < 1:
+        raise ValueError("must be a fraction in (0, 1), e.g. 0.05: a change of 0 can never be ruled out")
+    return number
+
+
 def parse_alpha(value: str) -> float:
     """A false-alarm rate in (0, 0.5); ValueError saying so."""
     try:
@@ -205,12 +226,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-alpha", "false-alarm rate per series of a statistical verdict; across the run's series the chance "
             "of any false alarm is held to it by Benjamini-Hochberg (default 0.01)", 0.01, parse=parse_alpha),
     Setting("glm5-effect", "the smallest change the gate must find: SAME rules it out, 'noisy' says how many "
-            "launches would find it (default 0.05)", 0.05, parse=parse_fraction),
+            "launches would find it (default 0.05)", 0.05, parse=parse_effect),
     Setting("glm5-max-repeats", "launches a series may get while its verdict is inconclusive, each a fresh server "
             "launch, with alpha spending over the looks (default: 5 new launches; under --glm5-ab 8 per arm)",
-            parse=_count),
+            parse=_launches),
     Setting("glm5-launches", "measure every scenario on N server launches (record a reference with "
-            "--update-baselines --glm5-launches 5)", 1, parse=_count),
+            "--update-baselines --glm5-launches 5)", 1, parse=_launches),
     Setting("glm5-build", "run every config on this build of the configs file's [build.NAME] tables", ini=False),
     Setting("glm5-shard", "run shard I of N (I/N): a deterministic split by config, balanced by each config's "
             "duration in the last run; join the shards' --glm5-report files with `glm5 merge`", ini=False,

@@ -113,3 +113,41 @@ def test_sglang_is_found_in_another_python(tmp_path: Path, monkeypatch: pytest.M
         assert eng.SGLangEngine().python == "/nowhere/python"
     finally:
         eng.find_python.cache_clear()
+
+
+def test_transformers_honours_a_builds_env_and_python(tmp_path: Path) -> None:
+    # At c979bd9 its env() dropped the build's env, so [build.NAME] and --glm5-ab silently did nothing for it.
+    from pytest_glm5.servers.engines import TransformersEngine
+
+    engine = TransformersEngine(python=str(tmp_path / "venv" / "bin" / "python"))
+    engine.build_env = {"PATCHED": "1"}
+    env = engine.env(ServerConfig("t", engine="transformers", env={"OWN": "x"}))
+    assert env == {"HF_HUB_OFFLINE": "1", "OWN": "x", "PATCHED": "1"}
+    with pytest.raises(EngineError, match=f"cannot run {tmp_path}/venv/bin/python"):  # its Python, not ours
+        engine.version()
+
+
+def test_an_engine_without_a_python_refuses_a_builds_python(tmp_path: Path) -> None:
+    from pytest_glm5.servers.builds import Build
+    from pytest_glm5.servers.engines import LlamaCppEngine
+    from pytest_glm5.servers.pool import PoolSettings, ServerPool
+    from pytest_glm5.servers.process import ServerError
+
+    pool = ServerPool(PoolSettings(model="/m.gguf", log_dir=tmp_path), lambda cfg: LlamaCppEngine())
+    try:
+        with pytest.raises(ServerError, match=r"build b names the Python /opt/b/bin/python, but engine llamacpp does "
+                                              r"not run in a Python of its own.*drop `python` from \[build.b\]"):
+            pool.get(ServerConfig("l", engine="llamacpp"), Build("b", python="/opt/b/bin/python"))
+    finally:
+        pool.close()
+
+
+def test_a_patched_build_on_the_base_python_says_what_it_measures(pytester: pytest.Pytester) -> None:
+    write_configs(pytester, '[config.a]\nflags = {}\n[build.fix]\npatches = ["fix.diff"]\n')
+    (pytester.path / "fix.diff").write_text("--- a\n+++ b\n")
+    pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n")
+    result = pytester.runpytest("--glm5-build", "fix")
+    result.assert_outcomes(passed=1)
+    said_lines(result, ["a: build fix lists patches but runs the engine's own Python (*): unless that Python was "
+                        "built with them (scripts/make_build.sh), this measures unpatched code under the patched "
+                        "build's name"])

@@ -3,6 +3,7 @@ matching, through real pytest sessions on the emulator."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,22 @@ def test_glm5_compare_agrees_with_the_ab_gate(pytester: pytest.Pytester, capsys:
     assert glm5(["compare", str(base), str(pytester.path / "bad.json")]) == 2
     assert "not JSON" in capsys.readouterr().err
     assert glm5(["compare", str(base), str(pytester.path / "missing.json")]) == 2
+    # Another machine's report is not compared without a word (at c979bd9 it was, silently).
+    other = json.loads(base2.read_text())
+    for v in other["verdicts"]:
+        v["provenance"]["hardware"] = "8x-h200-sm90"
+    (pytester.path / "h200.json").write_text(json.dumps(other))
+    capsys.readouterr()
+    assert glm5(["compare", str(base), str(pytester.path / "h200.json")]) == 2
+    err = capsys.readouterr().err
+    assert "two reports of different hardware or models" in err and "pass --mixed to compare anyway" in err, err
+    assert glm5(["compare", str(base), str(pytester.path / "h200.json"), "--mixed"]) == 0
+    # A merged report with a value that is not a number: one line, no traceback.
+    broken = json.loads(base.read_text())
+    broken["verdicts"][0]["measured"] = "fast"
+    (pytester.path / "broken.json").write_text(json.dumps(broken))
+    assert glm5(["merge", str(pytester.path / "broken.json")]) == 2
+    assert "measured: 'fast' is not a number" in capsys.readouterr().err
 
 
 def test_unknown_build_is_a_usage_error(pytester: pytest.Pytester) -> None:

@@ -48,6 +48,15 @@ ONE = "import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server)
     ([], "glm5_sim_time_scale = fast", "ini glm5_sim_time_scale in */tox.ini = 'fast' must be a number > 0"),
     ([], "glm5_stall_timeout = 0", "ini glm5_stall_timeout in */tox.ini = '0' must be a number > 0"),
     (["--sglang-url", "not-a-url"], "", "--sglang-url = 'not-a-url' is not a URL: give the server's base URL*"),
+    (["--glm5-effect", "0"], "", "--glm5-effect = '0' must be a fraction in (0, 1), e.g. 0.05: a change of 0 can "
+                                 "never be ruled out"),
+    (["--glm5-launches", "99999999999"], "", "--glm5-launches = '99999999999' must be a whole number from 1 to 100 "
+                                             "(each is a server launch)"),
+    (["--glm5-max-repeats", "101"], "", "--glm5-max-repeats = '101' must be a whole number from 1 to 100*"),
+    (["--glm5-html="], "", "--glm5-html = '' is empty: give a value or leave the option out"),
+    (["--glm5-shard="], "", "--glm5-shard = '' is empty: give a value or leave the option out"),
+    (["--glm5-history="], "", "--glm5-history = '' is empty: give a value or leave the option out"),
+    (["--glm5-lease-dir="], "", "--glm5-lease-dir = '' is empty: give a value or leave the option out"),
     ([], "glm5_lease_dir = /proc/leases",
      "GPU lease directory (ini glm5_lease_dir in */tox.ini) /proc/leases cannot be created or written to: *; pick "
      "another directory"),
@@ -406,6 +415,19 @@ def test_same_process_needs_the_pid_to_exist() -> None:
     assert same_process(me.pid, 0.0) and same_process(me.pid, me.create_time())
     assert not same_process(me.pid, me.create_time() - 100)  # a recycled pid
     assert not same_process(2 ** 22 + 1, 0.0)  # above Linux's pid_max: no such process
+    # A SIGKILLed child its parent has not reaped (an xdist worker the OOM killer took) is dead: its leases and queue
+    # place must be freed, or the other workers wait forever (at c979bd9 it counted as alive).
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        started = psutil.Process(child.pid).create_time()
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE  # not reaped yet: no wait() so far
+        assert not same_process(child.pid, started) and not same_process(child.pid, 0.0)
+    finally:
+        child.wait()
 
 
 # --- provenance and workload per entry, the log in a failing test's report -----------------------------------------
@@ -451,3 +473,57 @@ def test_failing_test_report_carries_the_server_log_tail(pytester: pytest.Pytest
     said_lines(result, ["*glm5 server log: a (last * lines of */a-*.log)*",
                                  "*The server is fired up and ready to roll!*"])
     assert_no_server_left(model)
+
+
+def test_stopping_another_processs_server_does_not_wait_out_its_zombie(tmp_path: Path) -> None:
+    # Keep mode under xdist: a worker stops another worker's kept server, which stays a zombie until its own parent
+    # reaps it. At c979bd9 psutil.wait_procs took that zombie for alive and waited the whole stop timeout plus 10 s.
+    from pytest_glm5.servers.process import kill_tree
+
+    out = tmp_path / "pid"
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; p = subprocess.Popen(['sleep', "
+                               f"'60']); open({str(out)!r}, 'w').write(str(p.pid)); time.sleep(60)"])
+    try:
+        while not out.exists() or not out.read_text():
+            time.sleep(0.02)
+        child = int(out.read_text())
+        t0 = time.monotonic()
+        kill_tree(child, 30.0)
+        assert time.monotonic() - t0 < 5.0
+        assert psutil.Process(child).status() == psutil.STATUS_ZOMBIE  # its parent has not reaped it: still stopped
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_a_config_name_that_is_not_a_file_name_is_one_line(pytester: pytest.Pytester) -> None:
+    # At c979bd9 `[config."tp8/fast"]` ended in a traceback when its log file was opened.
+    write_configs(pytester, '[config."tp8/fast"]\nflags = {}\n')
+    pytester.makepyfile("import pytest\n@pytest.mark.server_config('tp8/fast')\ndef test_x(sglang_server): pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: */configs.toml: config name 'tp8/fast' may hold only letters, digits, '_', "
+                                 "'.' and '-' (it names log files and baselines tables); rename the [[]config.NAME] "
+                                 "table"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_glm5_history_names_only_the_filters_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_glm5.report.history import append
+
+    doc = {"run": {"time": "2026-12-01T00:00:00+00:00", "commit": "abc"}, "verdicts": [
+        {"config": "tp8", "scenario": "s", "metric": "output_throughput", "measured": 10.0, "model": "/m/M",
+         "provenance": {"hardware": "hw"}, "launches": [], "verdict": "pass"}]}
+    append(tmp_path, doc)
+    assert glm5(["history", str(tmp_path), "--metric", "p99_ttft_ms"]) == 2
+    err = capsys.readouterr().err
+    assert "no series matches --metric p99_ttft_ms in" in err and "None" not in err, err
+
+
+def test_stop_servers_says_its_message_once(pytester: pytest.Pytester) -> None:
+    # At c979bd9 pytest.exit printed it twice ("Exit: ..." and the "!!! _pytest.outcomes.Exit: ... !!!" banner).
+    pytester.makepyfile("def test_x(): pass\n")
+    result = pytester.runpytest_subprocess("--glm5-stop-servers")
+    assert result.ret == 0
+    out = result.stdout.str() + result.stderr.str()
+    assert out.count("no kept servers recorded") == 1 and "Exit" not in out, out

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from plugin_helpers import FAKE_NVML, assert_no_server_left, report, said_lines, write_configs
 
-from pytest_glm5.servers.leases import Device, LeaseBook, LeaseError, emulated, visible
+from pytest_glm5.servers.leases import Device, LeaseBook, LeaseError, book_for, emulated, visible
 from pytest_glm5.spec.sglang import flag_args, gpus_needed
 
 
@@ -376,3 +376,38 @@ def test_a_process_already_on_the_leased_gpus_is_named(pytester: pytest.Pytester
     finally:
         squatter.kill()
         squatter.wait()
+
+
+def test_a_group_shared_lease_dir_stays_writable_by_the_group(tmp_path: Path) -> None:
+    # At c979bd9 the lock file was 0644 and the book 0600: the second user of a group-writable lease dir got
+    # PermissionError. Both now take the umask (002 where a group shares the directory).
+    import stat as st
+
+    old = os.umask(0o002)
+    try:
+        book = book_for([Device(i, f"GPU-{i}") for i in range(2)], "2 GPUs", None, tmp_path, exclusive=False)
+        assert book is not None
+        lease = book.acquire("a", 1, lambda *a: None, lambda holder: None)
+        book.release(lease)
+    finally:
+        os.umask(old)
+    for name in ("gpu-leases.json", "gpu-leases.json.lock"):
+        mode = st.S_IMODE((tmp_path / name).stat().st_mode)
+        assert mode & 0o060 == 0o060, (name, oct(mode))
+
+
+def test_each_config_leases_from_its_own_emulated_machine(pytester: pytest.Pytester) -> None:
+    # At c979bd9 the run's lease book took the first config's profile for every config: a 4-GPU profile listed
+    # first made an 8-GPU config of another profile fail with "needs 8 GPUs but this run has 4".
+    tiny = (Path(__file__).resolve().parents[1] / "pytest_glm5" / "sim" / "profiles" / "tiny.toml").read_text()
+    four = pytester.path / "four.toml"
+    four.write_text(tiny.replace('name = "tiny"', 'name = "four"').replace("count = 8", "count = 4"))
+    model = write_configs(pytester, f'[config.a]\nsim_profile = "{four}"\nflags = {{ tp-size = 4 }}\n'
+                                    '[config.b]\nflags = { tp-size = 8 }\n')
+    pytester.makepyfile(POINTS)
+    result = pytester.runpytest("--glm5-sim", "-k", "1", "--glm5-report", "r.json")
+    result.assert_outcomes(passed=2)
+    servers = report(pytester, "r.json")["servers"]
+    assert servers["a"]["gpus"] == [0, 1, 2, 3] and servers["b"]["gpus"] == list(range(8))
+    assert (pytester.path / ".pytest_cache" / "d" / "glm5" / "gpu-leases-four.json").exists()
+    assert_no_server_left(model)

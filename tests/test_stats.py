@@ -45,6 +45,17 @@ def test_spending_adds_up_to_alpha_and_a_naive_retest_would_not() -> None:
         spent(0.01, 4, 3)
 
 
+def test_many_looks_spend_a_tiny_alpha_early_never_zero() -> None:
+    # --glm5-max-repeats 15 or more: at c979bd9 the first look's alpha rounded to 0.0 (1 - cdf) and every perf test
+    # failed with ZeroDivisionError in decide.py.
+    for looks in (15, 22, 50, 100):
+        assert spent(0.01, 1, looks) > 0
+        assert sum(spent(0.01, k, looks) for k in range(1, looks + 1)) == pytest.approx(0.01)
+    bound = Bound("output_throughput", "floor", 100.0, 0.05, launches=(100.0, 101.0, 99.0, 100.5, 99.5))
+    v = against_reference("c", "s", "output_throughput", [99.0], [99.0], bound, {}, Look(0.01, 1, 22, 0.05))
+    assert v.verdict == "pass" and 0 <= v.stat["p_adj"] <= 1
+
+
 def test_sequential_nightly_gate_keeps_its_false_alarm_rate() -> None:
     # No change, CV 2%, 8 reference launches, up to 3 new launches with alpha spending: the false-alarm rate
     # stays at most alpha (binomial slack for 4,000 trials: 0.01 + 3 sigma).

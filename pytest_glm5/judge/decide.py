@@ -73,8 +73,9 @@ def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, 
             "p_better": c.p_better, "cv": c.cv, "n_new": c.n_new, "n_ref": c.n_ref, "alpha": level,
             "look": look.look, "looks": look.looks,
             # On the scale of the run's alpha, so one Benjamini-Hochberg pass covers every look's level.
-            "p_adj": min(1.0, p * look.alpha / level) if not math.isnan(p) else 1.0,
-            "p_adj_better": min(1.0, c.p_better * look.alpha / level) if not math.isnan(c.p_better) else 1.0,
+            "p_adj": min(1.0, p * look.alpha / level) if level > 0 and not math.isnan(p) else 1.0,
+            "p_adj_better": min(1.0, c.p_better * look.alpha / level) if level > 0 and not math.isnan(c.p_better)
+            else 1.0,
             **extra}
     return cast(Test, out)
 

@@ -137,7 +137,8 @@ def spent(alpha: float, look: int, looks: int) -> float:
     z = float(sps.norm.ppf(1 - alpha / 2))
 
     def cumulative(t: float) -> float:
-        return 0.0 if t <= 0 else min(alpha, float(2 - 2 * sps.norm.cdf(z / math.sqrt(t))))
+        # The survival function, not 1 - cdf: an early look of many gets ~1e-23, which 1 - cdf rounds to 0.
+        return 0.0 if t <= 0 else min(alpha, float(2 * sps.norm.sf(z / math.sqrt(t))))
 
     return cumulative(look / looks) - cumulative((look - 1) / looks)
 

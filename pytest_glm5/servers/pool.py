@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -130,8 +131,18 @@ class ServerPool:
         try:
             if build is not None:
                 engine.build_env = dict(build.env)
-                if build.python and hasattr(engine, "python"):
-                    engine.python = build.python
+                base = getattr(engine, "python", None)
+                if build.python and base is None:
+                    raise EngineError(f"build {build.name} names the Python {build.python}, but engine {engine.name} "
+                                      "does not run in a Python of its own, so the build cannot change what runs; "
+                                      f"drop `python` from [build.{build.name}] (its env still applies)")
+                if build.patches and (not build.python or os.path.realpath(build.python) == os.path.realpath(base
+                                                                                                          or "")):
+                    self._say(config.name, f"build {build.name} lists patches but runs the engine's own Python "
+                                           f"({base}): unless that Python was built with them (scripts/make_build.sh)"
+                                           ", this measures unpatched code under the patched build's name")
+                if build.python and base is not None:
+                    engine.python = build.python  # type: ignore[attr-defined]
                 elif not build.python:
                     # The engine's own Python (SGLang: the first that imports it); one without any: ours.
                     build = replace(build, python=getattr(engine, "python", sys.executable))

@@ -96,13 +96,38 @@ def kill_tree(pid: int, timeout: float) -> None:
             # A stopped process (SIGSTOP, a debugger) acts on SIGTERM only once continued; without this the
             # whole timeout is waited out before the SIGKILL.
             p.send_signal(signal.SIGCONT)
-    _, alive = psutil.wait_procs(tree, timeout=timeout)
+    alive = _wait_gone(tree, timeout)
     for p in alive:
         with contextlib.suppress(psutil.Error):
             p.kill()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    psutil.wait_procs(alive, timeout=10)
+    _wait_gone(alive, 10.0)
+
+
+def _gone(p: psutil.Process) -> bool:
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until each process has exited; those still running after `timeout`. A zombie has exited: psutil's
+    wait_procs takes one for alive when it is another process's child (a server of another xdist worker, which
+    reaps it only later), and waited out the whole stop timeout for it."""
+    for p in procs:
+        with contextlib.suppress(psutil.Error, ChildProcessError):
+            p.wait(0)  # reap our own children at once
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if not _gone(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        for p in alive:
+            with contextlib.suppress(psutil.Error, ChildProcessError):
+                p.wait(0)
+        alive = [p for p in alive if not _gone(p)]
+    return alive
 
 
 def process_state(pid: int | None) -> str:
@@ -146,11 +171,14 @@ class ServerRecord:
 
 
 def same_process(pid: int | None, create_time: float) -> bool:
-    """The recorded process still runs (a recycled pid with another start time does not count)."""
+    """The recorded process still runs (a recycled pid with another start time does not count, nor a zombie: an
+    xdist worker the OOM killer SIGKILLed stays one until its controller reaps it, which may be never)."""
     if pid is None:
         return False
     try:
         proc = psutil.Process(pid)  # raises for a pid that does not exist, whether or not a start time is known
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
         return abs(proc.create_time() - create_time) < 1.0 if create_time else proc.is_running()
     except psutil.Error:
         return False

@@ -26,8 +26,11 @@ class TransformersEngine(Engine):
     info_path = "/v1/models"
     fatal_patterns = FATAL_PATTERNS
 
+    def __init__(self, python: str | None = None) -> None:
+        self.python = python or sys.executable  # a build's Python: its `transformers` command and version
+
     def _cli(self) -> list[str]:
-        found = shutil.which("transformers", path=os.path.dirname(sys.executable) + os.pathsep
+        found = shutil.which("transformers", path=os.path.dirname(self.python) + os.pathsep
                              + os.environ.get("PATH", ""))
         if not found:
             raise EngineError("the `transformers` command is not installed: pip install 'transformers[serving]'")
@@ -39,13 +42,13 @@ class TransformersEngine(Engine):
         return [*self._cli(), "serve", model, "--host", host, "--port", str(port), *flags.flag_argv()]
 
     def env(self, cfg: ServerConfig) -> dict[str, str]:
-        """Offline: the model is a local folder, nothing is fetched."""
-        return {"HF_HUB_OFFLINE": "1", **cfg.env}
+        """Offline (the model is a local folder, nothing is fetched), then the config's env and the build's."""
+        return {"HF_HUB_OFFLINE": "1", **super().env(cfg)}
 
     def version(self) -> str:
         """transformers' version in this Python."""
-        return python_says(sys.executable, "import importlib.metadata as m; print(m.version('transformers'))",
-                           f"transformers is not importable in {sys.executable}; pip install 'transformers[serving]'",
+        return python_says(self.python, "import importlib.metadata as m; print(m.version('transformers'))",
+                           f"transformers is not importable in {self.python}; pip install 'transformers[serving]'",
                            timeout=60)
 
     def preflight(self, cfg: ServerConfig, model: str, host: str, port: int) -> Preflight:
