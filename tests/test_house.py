@@ -26,7 +26,7 @@ from pytest_glm5.servers.engines import SimEngine
 from pytest_glm5.servers.engines.base import Preflight
 from pytest_glm5.servers.forensics import request_stack_dump
 from pytest_glm5.servers.pool import PoolSettings, ServerPool
-from pytest_glm5.servers.process import ServerHandle, ServerRecord
+from pytest_glm5.servers.process import ServerError, ServerHandle, ServerRecord
 from pytest_glm5.servers.records import KEPT, RecordStore
 
 PKG = Path(__file__).resolve().parents[1] / "pytest_glm5"
@@ -527,3 +527,13 @@ def test_stop_servers_says_its_message_once(pytester: pytest.Pytester) -> None:
     assert result.ret == 0
     out = result.stdout.str() + result.stderr.str()
     assert out.count("no kept servers recorded") == 1 and "Exit" not in out, out
+
+
+def test_no_server_is_launched_once_the_pool_is_closed(tmp_path: Path) -> None:
+    # After Ctrl-C the session closes the pool; a fixture or late test asking for a server then must not launch
+    # one that nothing would stop (at c979bd9 it did).
+    pool = ServerPool(PoolSettings(model="/m", log_dir=tmp_path), lambda cfg: SimEngine(profile="tiny"))
+    pool.close()
+    with pytest.raises(ServerError, match=r"the run is ending .*: no server for a is launched now"):
+        pool.get(ServerConfig("a", engine="sim"))
+    assert pool.records == {} and not list(tmp_path.glob("*.log"))

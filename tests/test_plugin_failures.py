@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -217,10 +218,15 @@ def test_fixed_port_in_use(pytester: pytest.Pytester, sim: Sim) -> None:
 def test_missing_model_path_surfaces_the_engines_message(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, "[config.a]\nflags = { sim-require-model-path = true }\n")
     pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n")
-    result = pytester.runpytest()
+    result = pytester.runpytest("--glm5-report", "r.json")
     result.assert_outcomes(errors=1)
     said_lines(result, ["*server for a exited during startup with exit code 1*",
                                  f"OSError: Can't load the configuration of '{model}'*"])
+    # The report (and the page drawn from it) keeps the crash's pid, exit status and log tail: at c979bd9 a startup
+    # crash's record was a blank one.
+    server = json.loads((pytester.path / "r.json").read_text())["servers"]["a"]
+    assert server["how"] == "failed" and server["exit_status"] == 1 and server["pid"] is not None
+    assert any("Can't load the configuration" in line for line in server["log_tail"]), server
 
 
 @pytest.mark.parametrize(("fault", "message"), [

@@ -18,7 +18,7 @@ from plugin_helpers import said_lines, write_configs
 from report_docs import big_doc
 
 from pytest_glm5.cli import main as glm5
-from pytest_glm5.report import markdown
+from pytest_glm5.report import htmlpage, markdown
 from pytest_glm5.report.history import append, load, store_path
 
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -265,3 +265,27 @@ def test_a_path_option_that_moves_the_rootdir_is_a_usage_error(pytester: pytest.
                                  f"chose rootdir * so its ini file and configs were not found; write "
                                  f"--glm5-history={elsewhere} (with '=')"])
     assert pytester.runpytest(f"--glm5-history={elsewhere}").ret == 0
+
+
+def test_markdown_shows_names_and_crash_lines_as_text_not_html() -> None:
+    # At c979bd9 a scenario `<img src=x onerror=alert(1)>` or a crash line's `<module>` went into the step summary as
+    # raw HTML, which GitHub renders.
+    doc = {"verdicts": [{"config": "tp8", "scenario": "<img src=x>", "metric": "output_throughput", "measured": 1.0,
+                         "unit": "tok/s", "verdict": "new", "bound": None}],
+           "problems": {"ep8": "File \"<module>\" | line 1 *boom*"}, "known_issues": {}}
+    text = markdown.render(doc)
+    assert "<img" not in text and "&lt;img src=x&gt;" in text
+    assert "&lt;module&gt;" in text and "\\*boom\\*" in text and "\\| line 1" in text
+    assert "output_throughput" in text  # metric names stay readable in the source
+
+
+def test_the_page_of_6000_verdicts_stays_under_3_mb_and_says_what_it_left_out() -> None:
+    # At c979bd9 the page of 6,000 verdicts weighed 5.2 MB.
+    doc, analyses = big_doc(tests=1500, nights=3, regressions=50)
+    assert len(doc["verdicts"]) == 6000
+    data = htmlpage.page_data(doc, analyses)
+    assert len(htmlpage.render(doc, analyses).encode()) <= htmlpage.PAGE_BUDGET
+    assert len(data["verdicts"]) == 6000  # the table is never cut
+    assert all(c["dists"] for c in data["configs"] if any(v["c"] == c["name"] and v["verdict"] == "regression"
+                                                         for v in data["verdicts"]))
+    assert "Left out to keep this page under 3 MB: latency distributions of" in data["history_note"]

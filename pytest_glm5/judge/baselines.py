@@ -202,6 +202,18 @@ def select_updates(verdicts: Iterable[Verdict], mode: str) -> list[Verdict]:
     return [v for v in verdicts if v.verdict in wanted or (establishes(v) and v.verdict in ("pass", "noisy"))]
 
 
+def unfit_to_record(v: Verdict) -> str | None:
+    """Why a measurement must not become a bound (None: it may): one measured beside other GPU users, or a
+    regression that only one launch saw (a contended launch once recorded a latency ceiling 3x the old one)."""
+    if v.provenance.get("cotenants"):
+        return (f"{v.config} {v.scenario} {v.metric} was measured beside other processes on its GPUs "
+                f"({v.provenance['cotenants'][0]}); not recorded: measure it on a quiet machine")
+    if v.verdict == "regression" and not v.stat and len(v.launches) < 2:
+        return (f"{v.config} {v.scenario} {v.metric} regressed on one launch only; not recorded: record a worse "
+                "bound from --glm5-launches 2 or more, so that one contended launch cannot set it")
+    return None
+
+
 def establishes(v: Verdict) -> bool:
     """This run measured more launches than the recorded reference holds: record them (a provisional bound becomes
     a tested one)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import decide
-from .baselines import BaselineError, baseline_path, select_updates, write_updates
+from .baselines import BaselineError, baseline_path, select_updates, unfit_to_record, write_updates
 from .verdicts import Change, ReportError, Verdict, same_machines, verdict_from_doc
 
 
@@ -104,10 +104,14 @@ def decided(m: Merged, alpha: float) -> Merged:
 def update(root: Path, verdicts: Sequence[Verdict], mode: str) -> tuple[list[Change], list[str]]:
     """--update-baselines from joined verdicts: each into the file of its hardware and model."""
     by_file: dict[Path, list[Verdict]] = {}
+    errors: list[str] = []
     for v in select_updates(verdicts, mode):
+        why = unfit_to_record(v)
+        if why is not None:
+            errors.append(why)
+            continue
         by_file.setdefault(baseline_path(root, str(v.provenance.get("hardware")), v.model), []).append(v)
     changes: list[Change] = []
-    errors: list[str] = []
     for path, vs in by_file.items():
         try:
             changes += write_updates(path, vs)

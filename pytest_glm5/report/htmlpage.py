@@ -20,6 +20,16 @@ from .exports import write_text
 from .markdown import change_text, order, target_text
 
 MAX_TELEMETRY_POINTS = 240
+PAGE_BUDGET = 3_000_000  # bytes: a page past this opens slowly in a CI artifact viewer and a mail client
+
+
+def _r(x: Any) -> Any:
+    """A number to 5 significant digits (the page shows 3-4): JSON of 6,000 verdicts stays small."""
+    if isinstance(x, float):
+        return float(f"{x:.5g}")
+    if isinstance(x, list):
+        return [_r(v) for v in x]
+    return x
 
 
 def _asset(name: str) -> str:
@@ -28,11 +38,10 @@ def _asset(name: str) -> str:
 
 def _compact_verdict(d: dict[str, Any]) -> dict[str, Any]:
     b = d.get("bound") or {}
-    return {"c": d["config"], "s": d["scenario"], "m": d["metric"], "u": d.get("unit", ""), "v": d["measured"],
-            "k": b.get("kind"), "b": b.get("value"), "tol": b.get("tolerance"), "tgt": b.get("target"),
-            "go": d.get("to_go"), "verdict": d["verdict"], "ev": change_text(d), "note": d.get("note", ""),
-            "conc": (d.get("workload") or {}).get("concurrency"), "launches": d.get("launches") or [],
-            "ref": b.get("launches") or [], "tt": target_text(d), "vs": (d.get("test") or {}).get("against", "")}
+    # What the table shows, nothing more: the launches and the references are in the sweep charts and the report.
+    return {"c": d["config"], "s": d["scenario"], "m": d["metric"], "u": d.get("unit", ""), "v": _r(d["measured"]),
+            "k": b.get("kind"), "b": _r(b.get("value")), "verdict": d["verdict"], "ev": change_text(d),
+            "note": d.get("note", ""), "tt": target_text(d), "vs": (d.get("test") or {}).get("against", "")}
 
 
 def _sweep(verdicts: Sequence[dict[str, Any]], config: str) -> list[dict[str, Any]]:
@@ -67,7 +76,7 @@ def _cdf(quantiles: list[float]) -> list[list[float]]:
             continue
         xs.append(x)
         ps.append(p)
-    return [xs, ps]
+    return [_r(xs), [round(p, 4) for p in ps]]
 
 
 def _telemetry(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -148,9 +157,38 @@ def page_data(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), hist
     counts: dict[str, int] = {}
     for d in verdicts:
         counts[d["verdict"]] = counts.get(d["verdict"], 0) + 1
-    return {"run": doc.get("run") or {}, "counts": counts, "crashes": len([c for c in configs if c["crash"]]),
+    data = {"run": doc.get("run") or {}, "counts": counts, "crashes": len([c for c in configs if c["crash"]]),
             "verdicts": [_compact_verdict(d) for d in verdicts], "configs": configs,
             "history": _history(analyses), "history_note": history_note}
+    return _fit(data, {d["config"] for d in verdicts if d["verdict"] == "regression"})
+
+
+def _size(data: Any) -> int:
+    return len(json.dumps(data, separators=(",", ":"), default=str).encode())
+
+
+def _fit(data: dict[str, Any], regressed: set[str]) -> dict[str, Any]:
+    """Keep the page under PAGE_BUDGET: the verdict table always whole; past the budget, first the latency CDFs
+    of configs that neither regressed nor crashed go, then the history of series without a change point, each
+    said on the page (the JSON report keeps everything)."""
+    if _size(data) <= PAGE_BUDGET:
+        return data
+    left: list[str] = []
+    quiet = [c for c in data["configs"] if c["dists"] and c["name"] not in regressed and not c["crash"]]
+    for c in quiet:
+        c["dists"] = []
+    if quiet:
+        left.append(f"latency distributions of {len(quiet)} configs without a regression or crash")
+    if _size(data) > PAGE_BUDGET:
+        series = data["history"]["series"]
+        flat = [s for s in series if not s["steps"] and s["c"] not in regressed]
+        data["history"]["series"] = [s for s in series if s["steps"] or s["c"] in regressed]
+        if flat:
+            left.append(f"the history of {len(flat)} series without a change point")
+    note = (f"Left out to keep this page under {PAGE_BUDGET // 1_000_000} MB: {'; '.join(left)}; the --glm5-report "
+            "file and `glm5 history` have them.")
+    data["history_note"] = " ".join(x for x in (data["history_note"], note) if x)
+    return data
 
 
 def render(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), history_note: str = "") -> str:

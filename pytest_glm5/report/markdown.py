@@ -61,7 +61,7 @@ def target_text(d: dict[str, Any]) -> str:
 
 def line(d: dict[str, Any]) -> str:
     """One verdict as a list item."""
-    name = f"**{d['config']} {d['scenario']} {d['metric']}**"
+    name = f"**{_names(d)}**"
     what = f"{number(d['measured'])} {d.get('unit', '')}".strip()
     ev = change_text(d)
     return f"- {name} {what} vs {bound_text(d)}" + (f": {ev}" if ev else "") + (
@@ -69,7 +69,16 @@ def line(d: dict[str, Any]) -> str:
 
 
 def _esc(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text as GitHub shows it, not as HTML or markdown it renders: a scenario `<img ...>` or a crash line with
+    `<module>` stays text, and a `|` stays inside its table cell."""
+    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    for ch in "\\`*[]|":  # `_` inside a word is not emphasis on GitHub: metric names stay as they are
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def _names(d: dict[str, Any]) -> str:
+    return " ".join(_esc(str(d[k])) for k in ("config", "scenario", "metric"))
 
 
 def table(verdicts: Sequence[dict[str, Any]]) -> list[str]:
@@ -77,7 +86,7 @@ def table(verdicts: Sequence[dict[str, Any]]) -> list[str]:
     out = ["| config | scenario | metric | measured | bound | change | verdict | target |",
            "|---|---|---|---:|---|---|---|---|"]
     for d in verdicts:
-        out.append("| " + " | ".join(_esc(c) for c in (
+        out.append("| " + " | ".join(_esc(str(c)) for c in (
             d["config"], d["scenario"], d["metric"], f"{number(d['measured'])} {d.get('unit', '')}".strip(),
             bound_text(d), change_text(d), d["verdict"], target_text(d) or "-")) + " |")
     return out
@@ -109,9 +118,9 @@ def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT
         ("Regressions", [line(d) for d in by["regression"]]),
         ("Improvements", [line(d) for d in by["improvement"]]),
         ("New metrics (no baseline yet)", [line(d) for d in by["new"]]),
-        ("Crashes", [f"- **{name}**{' (known issue, expected)' if name in known else ''}: {_esc(why)[:600]}"
+        ("Crashes", [f"- **{_esc(name)}**{' (known issue, expected)' if name in known else ''}: {_esc(why)[:600]}"
                      for name, why in problems.items()]),
-        ("Targets", [f"- {d['config']} {d['scenario']} {d['metric']}: {number(d['measured'])} "
+        ("Targets", [f"- {_names(d)}: {number(d['measured'])} "
                      f"{d.get('unit', '')}, {target_text(d)}" for d in targets]),
     ]
     rows = table(order(verdicts))

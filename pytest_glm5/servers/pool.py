@@ -96,6 +96,7 @@ class ServerPool:
     leases_for: Callable[[ServerConfig], LeaseBook | None] | None = None  # each config's book (emulated profiles)
     lease: Lease | None = None  # the current server's
     outside: list[str] = field(default_factory=list)  # processes on its GPUs that no lease holds (NVML)
+    closed: bool = False  # the run is ending (close() ran, or Ctrl-C): nothing more is launched
 
     def _say(self, config: str, message: str) -> None:
         self.events.append(PoolEvent(config, message))
@@ -113,6 +114,9 @@ class ServerPool:
         `fresh`: always a new launch (another sample of the launch-to-launch variance)."""
         if config.name in self.failures:
             raise ServerError(self.failures[config.name])
+        if self.closed:
+            raise ServerError(f"the run is ending (interrupted or finished): no server for {config.name} is launched "
+                              "now")
         wanted = build.name if build is not None else None
         if self.current is not None and self.current.config.name == config.name and not fresh \
                 and self.current_build == wanted:
@@ -175,7 +179,7 @@ class ServerPool:
                             env=lease.env() if lease is not None else None)
         except ServerError as exc:
             self._release_lease(lease)
-            raise self._fail(config, str(exc), engine) from None
+            raise self._fail(config, str(exc), engine, exc.record) from None
         except BaseException:
             self._release_lease(lease)
             raise
@@ -278,11 +282,14 @@ class ServerPool:
         self.failures[name] = f"server for {name} hung earlier: {reason}"
         self._say(name, f"hung: {reason}; stopped")
 
-    def _fail(self, config: ServerConfig, message: str, engine: Engine | None = None) -> ServerError:
+    def _fail(self, config: ServerConfig, message: str, engine: Engine | None = None,
+              launched: ServerRecord | None = None) -> ServerError:
         lines = message.splitlines()
         # Later tests of this config get the cause in one line: what, the log lines that say why, where.
         picked = engine.fatal_lines(lines[1:])[-3:] if engine else []
         self.failures[config.name] = forensics.failed_earlier(config.name, message, picked)
+        if launched is not None:  # a startup crash: its pid, log and exit status go to the report and the page
+            self.records[config.name] = launched
         rec = self.records.setdefault(config.name, ServerRecord(config.name, "", 0, None, "", "", ""))
         rec.how = "failed"
         rec.why = lines[0]
@@ -392,7 +399,9 @@ class ServerPool:
         self._release_lease(lease)
 
     def close(self) -> None:
-        """End of session: stop the current server, or keep it running and recorded (--glm5-keep-servers)."""
+        """End of session: stop the current server, or keep it running and recorded (--glm5-keep-servers). No
+        server is launched after it (a fixture torn down after Ctrl-C, a late test of another worker)."""
+        self.closed = True
         handle = self.current
         if handle is None or not self.settings.keep or handle.record.how == "external" \
                 or handle.exit_code() is not None:

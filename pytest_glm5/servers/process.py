@@ -29,7 +29,10 @@ POLL_S = 0.25
 
 
 class ServerError(Exception):
-    """A server that did not come up, died, or cannot be reused; the message says why and where the log is."""
+    """A server that did not come up, died, or cannot be reused; the message says why and where the log is.
+    `record`: the server's record where one was launched (its pid, log and exit status go to the report)."""
+
+    record: ServerRecord | None = None
 
 
 def free_port(host: str = HOST) -> int:
@@ -284,6 +287,12 @@ def launch(config: ServerConfig, engine: Engine, model: str, log_dir: Path, *, s
         if on_spawn is not None:
             on_spawn(record)
         wait_ready(handle, startup_timeout, progress)
+    except ServerError as exc:
+        stop(handle, timeout=5)
+        record.exit_status = proc.poll()
+        record.crash = str(exc).splitlines()[0] if str(exc) else "did not start"
+        exc.record = record
+        raise
     except BaseException:
         stop(handle, timeout=5)
         raise
