@@ -28,4 +28,11 @@ fi
 if [ -n "${ticker:-}" ]; then kill "$ticker" 2>/dev/null; trap - EXIT; echo "test.sh: installed"; fi
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m mypy
-exec "$VENV/bin/python" -m pytest tests "$@"
+# Asked for a selection (-m, -k, a path): just that, as given.
+for arg in "$@"; do
+  case "$arg" in -m|-k|-m*|-k*|tests/*) exec "$VENV/bin/python" -m pytest tests "$@" ;; esac
+done
+# The whole suite: two xdist workers (most tests wait on emulator and engine processes, so two cores do twice the
+# work), then the `solo` tests alone (timing ratios, pytest-benchmark), which another worker beside them would skew.
+"$VENV/bin/python" -m pytest tests -n 2 -m "not solo" "$@"
+exec "$VENV/bin/python" -m pytest tests -m solo "$@"

@@ -12,6 +12,7 @@ from pytest_glm5.loadgen import BenchError, Workload, run_workload
 from simproc import Sim, free_port
 
 
+@pytest.mark.slow
 def test_exact_tokens_limit_and_warmup(sim: Sim) -> None:
     wl = Workload(concurrency=8, num_prompts=40, input_len=32, output_len=16, warmup=8)
     r = run_workload(sim.url, wl)
@@ -63,6 +64,7 @@ def test_unreachable_url_fails_fast() -> None:
     assert time.monotonic() - t < 5.5
 
 
+@pytest.mark.slow
 def test_stop_check_aborts_the_run(sim_factory: Callable[..., Sim]) -> None:
     s = sim_factory("--sim-startup-s", "1", profile="glm5-sm120", scale=0.05)
     t = time.monotonic()
@@ -73,6 +75,8 @@ def test_stop_check_aborts_the_run(sim_factory: Callable[..., Sim]) -> None:
     assert r.aborted == "server died" and r.failed > 0
 
 
+@pytest.mark.slow
+@pytest.mark.solo
 def test_scaling_ratio_in_one_run(sim_factory: Callable[..., Sim]) -> None:
     # Timings as a ratio within one run: the calibrated 1.86x from one to two streams.
     s = sim_factory("--sim-noise", "0", "--sim-step-noise", "0", "--sim-startup-s", "1", profile="glm5-sm120",

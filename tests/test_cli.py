@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from simproc import Sim, free_port
 
 
@@ -16,6 +18,7 @@ def glm5(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_bench_table_and_json(sim: Sim, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     p = glm5("bench", "--url", sim.url, "--concurrency", "1,4", "--num-prompts", "8", "--input-len", "16",

@@ -55,6 +55,8 @@ def _bench(url: str, out: Path) -> dict[str, object]:
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs 2 CPUs")
+@pytest.mark.slow
+@pytest.mark.solo
 def test_a_busy_loop_on_the_clients_cpu_shows_in_its_own_figures(sim_factory: Callable[..., Sim],
                                                                    tmp_path: Path) -> None:
     s = sim_factory("--sim-noise", "0", "--sim-step-noise", "0", profile="glm5-sm120", scale=0.01)

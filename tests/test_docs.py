@@ -57,6 +57,7 @@ def test_the_docs_show_the_missions_commands() -> None:
 
 
 @pytest.mark.parametrize(("where", "command"), COMMANDS, ids=[w for w, _ in COMMANDS])
+@pytest.mark.slow
 def test_shown_command_runs(where: str, command: str, tmp_path: Path) -> None:
     words = shlex.split(command)
     # [VAR=value ...] before the command

@@ -39,6 +39,7 @@ def _answers(pytester: pytest.Pytester, name: str = "report.json") -> list[str]:
     return [v["test"]["answer"] for v in report(pytester, name)["verdicts"]]
 
 
+@pytest.mark.slow
 def test_ab_finds_a_slow_build_and_passes_an_unchanged_one(pytester: pytest.Pytester) -> None:
     model = _suite(pytester)
     slow = pytester.runpytest("--glm5-ab", "base,slow", "--glm5-report", "report.json", *NOISE)
@@ -59,6 +60,7 @@ def test_ab_finds_a_slow_build_and_passes_an_unchanged_one(pytester: pytest.Pyte
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_glm5_compare_agrees_with_the_ab_gate(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     _suite(pytester)
     for build, name in (("base", "base.json"), ("slow", "slow.json"), ("base", "base2.json")):
@@ -105,6 +107,7 @@ def test_unknown_build_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--glm5-ab = 'base' must be two build names, A,B*"])
 
 
+@pytest.mark.slow
 def test_nightly_gate_records_launches_then_finds_a_drop(pytester: pytest.Pytester) -> None:
     _suite(pytester)
     recorded = pytester.runpytest("--update-baselines", "--glm5-launches", "4", *NOISE)
@@ -123,6 +126,7 @@ def test_nightly_gate_records_launches_then_finds_a_drop(pytester: pytest.Pytest
                                "0.01*", "regressions (1):", "  t c1 output_throughput * vs 4 reference launches: -*"])
 
 
+@pytest.mark.slow
 def test_noisy_series_gets_more_launches_with_alpha_spending(pytester: pytest.Pytester) -> None:
     _suite(pytester)
     assert pytester.runpytest("--update-baselines", "--glm5-launches", "3", "--glm5-sim-noise", "0.1").ret == 0
@@ -138,6 +142,7 @@ def test_noisy_series_gets_more_launches_with_alpha_spending(pytester: pytest.Py
     assert result.ret in (0, 1)
 
 
+@pytest.mark.slow
 def test_config_judged_against_its_reference_config(pytester: pytest.Pytester) -> None:
     configs = """
 [config.ref]
@@ -189,6 +194,7 @@ def test_known_issue_holds_only_when_its_text_matches(pytester: pytest.Pytester)
     said_lines(result, ["*known issue did not match: *no-such-flag* (known_issue_match = 'CUTLASS'*"])
 
 
+@pytest.mark.slow
 def test_known_issue_that_matches_stays_xfail(pytester: pytest.Pytester) -> None:
     # The emulator's glm5-sm120 profile fails warmup with a CUTLASS tile error for memory-safe EP8.
     body = KNOWN.format(flag="tp-size = 8, ep-size = 8, mem-fraction-static = 0.75") + 'sim_profile = "glm5-sm120"\n'

@@ -15,6 +15,8 @@ from pytest_glm5.cli import main as glm5
 
 from simproc import Sim
 
+pytestmark = pytest.mark.solo  # client timings against the emulator's own: nothing beside them
+
 OUTPUT_LEN = 16
 # At concurrency 1 a longer prompt: a TTFT of ~70 ms, so localhost's sub-ms HTTP round trip stays under 2%.
 INPUT_LEN = {1: 1024, 64: 128, 256: 128}
@@ -44,6 +46,7 @@ def _truth(url: str, n: int) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("concurrency", [1, 64, 256])
+@pytest.mark.slow
 def test_bench_latencies_match_the_emulators_own_times(sim_factory: Callable[..., Sim], tmp_path: Path,
                                                        concurrency: int) -> None:
     # No launch or step noise is needed: the comparison is within one run.

@@ -92,6 +92,7 @@ def test_unwritable_output_is_one_usage_error_before_anything_runs(pytester: pyt
     assert servers_of(model) == []
 
 
+@pytest.mark.slow
 def test_report_that_fails_at_the_end_keeps_the_summary(pytester: pytest.Pytester) -> None:
     write_configs(pytester, "[config.a]\nflags = {}\n")
     pytester.makepyfile("""
@@ -226,6 +227,7 @@ def test_records_of_two_writers_merge(tmp_path: Path) -> None:
     assert len(RecordStore(tmp_path).read()[KEPT]) == 80
 
 
+@pytest.mark.slow
 def test_keep_servers_keeps_only_the_last_configs_server(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, "[config.a]\nflags = {}\n[config.b]\nflags = { tp-size = 2 }\n")
     pytester.makepyfile("""
@@ -249,6 +251,7 @@ def test_b(sglang_server): pass
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_keep_mode_sigkill_during_model_load_leaves_no_unrecorded_server(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, "[config.slow]\nflags = { sim-startup-s = 600 }\n")
     pytester.makepyfile("import pytest\n@pytest.mark.server_config('slow')\ndef test_x(sglang_server): pass\n")
@@ -269,6 +272,7 @@ def test_keep_mode_sigkill_during_model_load_leaves_no_unrecorded_server(pyteste
 
 # --- a stopped (SIGSTOP) server, hangs, crashes ---------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_stopped_server_is_named_alive_but_not_answering(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, "[config.a]\nflags = {}\n")
     pytester.makepyfile("""
@@ -292,6 +296,7 @@ def test_3(bench): bench(concurrency=1, num_prompts=2, output_len=4)
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_a_server_that_answers_with_errors_is_not_taken_for_hung(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, '[config.a]\nflags = { sim-fault = "http500=1" }\n')
     pytester.makepyfile("""
@@ -443,6 +448,7 @@ def test_b(perf):
 """
 
 
+@pytest.mark.slow
 def test_each_entry_gets_its_own_provenance_and_workload(pytester: pytest.Pytester) -> None:
     import tomllib
 
@@ -520,6 +526,7 @@ def test_glm5_history_names_only_the_filters_given(tmp_path: Path, capsys: pytes
     assert "no series matches --metric p99_ttft_ms in" in err and "None" not in err, err
 
 
+@pytest.mark.slow
 def test_stop_servers_says_its_message_once(pytester: pytest.Pytester) -> None:
     # At c979bd9 pytest.exit printed it twice ("Exit: ..." and the "!!! _pytest.outcomes.Exit: ... !!!" banner).
     pytester.makepyfile("def test_x(): pass\n")

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() and not os.environ.g
                                 reason="no Chromium here: apt-get install chromium (.ci/run installs it)")
 
 
+@pytest.mark.slow
 def test_forty_tests_ninety_nights_page_size_paint_and_every_chart(tmp_path: Path) -> None:
     doc, analyses = big_doc(tests=40, nights=90, step_at=60, regressions=2, telemetry=True)
     page = tmp_path / "r.html"
@@ -42,6 +43,7 @@ def test_forty_tests_ninety_nights_page_size_paint_and_every_chart(tmp_path: Pat
     assert sum(1 for a in analyses if a["steps"]) >= 0.9 * len(analyses)  # the step at night 60, in the history
 
 
+@pytest.mark.slow
 def test_a_real_run_page_with_telemetry_and_its_history(pytester: pytest.Pytester,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     write_configs(pytester, "[config.t]\nflags = {}\n")

@@ -86,6 +86,7 @@ def _hold(path: str, n: int, hold_s: float, out: Any) -> None:
     book.release(lease)
 
 
+@pytest.mark.slow
 def test_processes_never_share_a_gpu(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
@@ -105,6 +106,7 @@ def test_processes_never_share_a_gpu(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "l.json").read_text())["leases"] == {}
 
 
+@pytest.mark.slow
 def test_the_queue_is_first_come_first_served(tmp_path: Path) -> None:
     """A TP8 config waiting for a busy half is not overtaken by a TP4 that came later (no starvation)."""
     book = LeaseBook(tmp_path / "l.json", emulated("t", 8), "8 emulated GPUs")
@@ -178,6 +180,7 @@ def _overlap(a: tuple[float, float, list[int]], b: tuple[float, float, list[int]
     return a[0] < b[1] and b[0] < a[1]
 
 
+@pytest.mark.slow
 def test_two_tp4_configs_run_side_by_side_and_tp8_alone(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     model = write_configs(pytester, THREE)
@@ -200,6 +203,7 @@ def test_two_tp4_configs_run_side_by_side_and_tp8_alone(pytester: pytest.Pyteste
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_exclusive_runs_every_config_alone(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     model = write_configs(pytester, THREE)
@@ -214,6 +218,7 @@ def test_exclusive_runs_every_config_alone(pytester: pytest.Pytester) -> None:
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_a_config_that_needs_more_gpus_than_exist_fails_at_once(pytester: pytest.Pytester,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     model = write_configs(pytester, THREE + "\n[config.tp16]\nflags = { tp-size = 16 }\n")
@@ -238,6 +243,7 @@ def test_a_config_that_needs_more_gpus_than_exist_fails_at_once(pytester: pytest
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_the_hosts_cuda_visible_devices_does_not_narrow_the_emulated_machine(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # A CI box without GPUs often exports CUDA_VISIBLE_DEVICES="" (no GPU): it names real GPUs, and a rehearsal on
@@ -252,6 +258,7 @@ def test_the_hosts_cuda_visible_devices_does_not_narrow_the_emulated_machine(
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_gpus_in_a_config_overrides_the_flags(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, '[config.two]\ngpus = 2\nflags = { tp-size = 1 }\n')
     pytester.makepyfile(POINTS)
@@ -266,6 +273,7 @@ def test_gpus_in_a_config_overrides_the_flags(pytester: pytest.Pytester) -> None
     assert_no_server_left(bad)
 
 
+@pytest.mark.slow
 def test_kept_servers_stay_on_their_gpus_until_a_launch_needs_them(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, THREE)
     pytester.makepyfile(POINTS)
@@ -304,6 +312,7 @@ def test_load(bench, glm5_config):
 
 
 @pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.slow
 def test_sigkill_of_the_xdist_controller_leaves_no_orphan(pytester: pytest.Pytester, keep: bool) -> None:
     """Both workers mid-load when the controller dies: every server left is stopped or recorded, and the next run
     gets all eight GPUs back."""
@@ -348,6 +357,7 @@ def test_sigkill_of_the_xdist_controller_leaves_no_orphan(pytester: pytest.Pytes
     assert_no_server_left(model, wait=10.0)
 
 
+@pytest.mark.slow
 def test_a_process_already_on_the_leased_gpus_is_named(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path) -> None:
     """Real GPUs (a fake NVML here): someone's job already on a leased GPU is said, and every verdict names it."""
@@ -396,6 +406,7 @@ def test_a_group_shared_lease_dir_stays_writable_by_the_group(tmp_path: Path) ->
         assert mode & 0o060 == 0o060, (name, oct(mode))
 
 
+@pytest.mark.slow
 def test_each_config_leases_from_its_own_emulated_machine(pytester: pytest.Pytester) -> None:
     # At c979bd9 the run's lease book took the first config's profile for every config: a 4-GPU profile listed
     # first made an 8-GPU config of another profile fail with "needs 8 GPUs but this run has 4".

@@ -56,6 +56,8 @@ def test_tiny_model_is_deterministic(tmp_path: Path) -> None:
     assert a == write_gguf(tmp_path / "b.gguf").read_bytes() and len(a) < 2_000_000
 
 
+@pytest.mark.slow
+@pytest.mark.solo
 def test_exact_counts_and_cross_check_with_llama_timings(gguf_model: Path, tmp_path: Path) -> None:
     engine = _engine()
     cfg = ServerConfig("tiny", engine="llamacpp", flags={"slots": 4, "slot-tokens": 256})
@@ -115,6 +117,7 @@ flags = {{ slots = 8, slot-tokens = 128 }}
         "# CPU engine, shared cores: wide tolerance (seen 2x run to run)\n[defaults]\ntolerance = 0.8\n")
 
 
+@pytest.mark.slow
 def test_llama_suite_launch_measure_baseline_update_reuse(pytester: pytest.Pytester, gguf_model: Path) -> None:
     _engine()
     model = pytester.path / "tiny.gguf"
@@ -145,6 +148,7 @@ def test_llama_suite_launch_measure_baseline_update_reuse(pytester: pytest.Pytes
     assert llama_procs(model) == []
 
 
+@pytest.mark.slow
 def test_llama_server_killed_mid_load(pytester: pytest.Pytester, gguf_model: Path) -> None:
     _engine()
     model = pytester.path / "tiny.gguf"

@@ -28,6 +28,7 @@ flags = {}
 """
 
 
+@pytest.mark.slow
 def test_crash_under_load_is_reported_then_fails_fast(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, CRASHY)
     pytester.makepyfile("""
@@ -59,6 +60,7 @@ def test_next_config(bench):
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_relaunch_after_crash_once(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, CRASHY)
     pytester.makepyfile("""
@@ -76,6 +78,7 @@ def test_light(bench):
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_hang_is_reported_with_a_stack_dump(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, "[config.stuck]\nflags = { sim-hang-after-tokens = 100 }\n")
     pytester.makepyfile("""
@@ -96,6 +99,7 @@ def test_load(bench):
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_stability_check(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, CRASHY + "[config.flaky]\nflags = { sim-fault = 'http500=0.05' }\n")
     pytester.makepyfile("""
@@ -148,6 +152,7 @@ def _run_and_signal(pytester: pytest.Pytester, model: str, sig: int, wait_for: s
 @pytest.mark.parametrize(("sig", "when"), [
     (signal.SIGINT, "server"), (signal.SIGINT, "load"), (signal.SIGTERM, "load"), (signal.SIGKILL, "load"),
 ])
+@pytest.mark.slow
 def test_no_orphan_after_interrupts(pytester: pytest.Pytester, sig: int, when: str) -> None:
     model = write_configs(pytester, SLOW_START)
     pytester.makepyfile(LONG_LOAD)
@@ -273,6 +278,7 @@ for i in itertools.count():
 """
 
 
+@pytest.mark.slow
 def test_sigkill_mid_update_never_leaves_a_broken_file(tmp_path: Path) -> None:
     import random
     import tomllib

@@ -28,6 +28,7 @@ def setup(pytester: pytest.Pytester, defaults: str = "[defaults]\ntolerance = 0.
     return path
 
 
+@pytest.mark.slow
 def test_new_then_update_then_pass(pytester: pytest.Pytester) -> None:
     path = setup(pytester)
     result = pytester.runpytest()
@@ -46,6 +47,7 @@ def test_new_then_update_then_pass(pytester: pytest.Pytester) -> None:
     said_lines(result, ["t * c2 * output_throughput * >=* ok*"])
 
 
+@pytest.mark.slow
 def test_strict_baselines_fail_new_metrics(pytester: pytest.Pytester) -> None:
     setup(pytester)
     result = pytester.runpytest("--glm5-strict-baselines")
@@ -54,6 +56,7 @@ def test_strict_baselines_fail_new_metrics(pytester: pytest.Pytester) -> None:
                                  "an entry in *sim-tiny-x1*"])
 
 
+@pytest.mark.slow
 def test_regression_fails_with_one_line(pytester: pytest.Pytester) -> None:
     path = setup(pytester)
     path.write_text(path.read_text() + "\n[t.c2.output_throughput]\nfloor = 1e9\n")
@@ -66,6 +69,7 @@ def test_regression_fails_with_one_line(pytester: pytest.Pytester) -> None:
     assert_no_server_left(model_of(pytester.path))  # a failed test leaves no server either
 
 
+@pytest.mark.slow
 def test_slowdown_is_caught_and_update_all_acknowledges_it(pytester: pytest.Pytester) -> None:
     path = setup(pytester, "[defaults]\ntolerance = 0.3\n")
     pytester.runpytest("--update-baselines").assert_outcomes(passed=1)
@@ -87,6 +91,7 @@ def test_slowdown_is_caught_and_update_all_acknowledges_it(pytester: pytest.Pyte
     assert _floor(path) < 0.6 * floor_before
 
 
+@pytest.mark.slow
 def test_improvement_passes_and_hints_update(pytester: pytest.Pytester) -> None:
     path = setup(pytester, "[defaults]\ntolerance = 0.2\n")
     path.write_text(path.read_text() + "\n[t.c2.output_throughput]\nfloor = 1.0\n")
@@ -104,6 +109,7 @@ def _floor(path: Path) -> float:
     return float(tomllib.loads(path.read_text())["t"]["c2"]["output_throughput"]["floor"])
 
 
+@pytest.mark.slow
 def test_repeats_report_median_and_spread(pytester: pytest.Pytester) -> None:
     setup(pytester)
     result = pytester.runpytest("--glm5-repeats", "3", "--glm5-report", "r.json")
@@ -127,6 +133,7 @@ def test_malformed_baselines_name_the_file(pytester: pytest.Pytester) -> None:
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.slow
 def test_emulator_never_touches_real_hardware_baselines(pytester: pytest.Pytester) -> None:
     setup(pytester)
     real = pytester.path / "baselines" / "8x-rtx-pro-6000-blackwell-sm120"
@@ -186,6 +193,7 @@ def test_hardware_key_from_fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert gpus[0].pcie_gen == 5 and gpus[0].driver == "580.82" and gpus[0].memory_gb == 96.0
 
 
+@pytest.mark.slow
 def test_two_pytest_processes_updating_one_file_both_land(pytester: pytest.Pytester) -> None:
     import subprocess
     import sys
@@ -228,6 +236,7 @@ def nvmlDeviceGetTemperature(h, kind): return 61
 
 
 @pytest.mark.parametrize(("grow", "workers"), [(0.0, 0), (2.0, 0), (0.0, 2)])
+@pytest.mark.slow
 def test_telemetry_sampled_during_load_and_memory_growth(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                                         grow: float, workers: int, tmp_path: Path) -> None:
     write_configs(pytester, "[config.t]\nflags = {}\n")
@@ -259,6 +268,7 @@ def test_stable(perf):
     assert len(run["telemetry"]["samples"]) >= 2
 
 
+@pytest.mark.slow
 def test_no_nvml_is_said_once_never_an_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     setup(pytester)
     monkeypatch.setenv("GLM5_NVML_MODULE", "no_such_nvml")

@@ -49,6 +49,7 @@ def seen(pytester: pytest.Pytester) -> list[tuple[str, str, int]]:
     return [(t, c, int(p)) for t, c, p in (r.split() for r in rows if r)]
 
 
+@pytest.mark.slow
 def test_two_configs_three_interleaved_tests_two_launches(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, TWO_CONFIGS)
     pytester.makepyfile(PID_TESTS)
@@ -65,6 +66,7 @@ def test_two_configs_three_interleaved_tests_two_launches(pytester: pytest.Pytes
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_keep_servers_reuse_and_relaunch_on_change(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, TWO_CONFIGS)
     pytester.makepyfile(PID_TESTS)
@@ -161,6 +163,7 @@ def test_two(sglang_server): pass
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_startup_hang_hits_the_timeout_with_log_tail(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, "[config.slow]\nflags = {}\n")
     pytester.makepyfile("""
@@ -203,6 +206,7 @@ def test_x(sglang_server): pass
     assert_no_server_left(model)
 
 
+@pytest.mark.slow
 def test_markers_on_class_module_and_param_and_known_issue(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, TWO_CONFIGS + """
 [config.broken]

@@ -47,6 +47,7 @@ def test_model_key_survives_paths(model: str, key: str) -> None:
     assert model_key(model) == key
 
 
+@pytest.mark.slow
 def test_snapshot_path_finds_the_plain_paths_baselines(pytester: pytest.Pytester) -> None:
     snapshot = SNAPSHOT.format(name=f"m-{pytester.path.name}")
     path = _suite(pytester, snapshot, "\n[t.c2.output_throughput]\nfloor = 1.0\n")
@@ -59,6 +60,7 @@ def test_snapshot_path_finds_the_plain_paths_baselines(pytester: pytest.Pytester
     assert "(new: no baseline yet)" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_no_baselines_is_one_loud_line_and_fails_under_ci(pytester: pytest.Pytester,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     path = _suite(pytester)
@@ -79,6 +81,7 @@ def test_no_baselines_is_one_loud_line_and_fails_under_ci(pytester: pytest.Pytes
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_a_regression_is_a_failed_item_in_the_summary_junit_and_lf(pytester: pytest.Pytester) -> None:
     _suite(pytester, entry="\n[t.c2.output_throughput]\nfloor = 1e9\n")
     result = pytester.runpytest("--junitxml=j.xml")
@@ -98,6 +101,7 @@ def test_a_regression_is_a_failed_item_in_the_summary_junit_and_lf(pytester: pyt
     rerun.assert_outcomes(passed=1, failed=1)  # the measurement ran again, and regressed again
 
 
+@pytest.mark.slow
 def test_a_proxy_in_the_environment_never_carries_loopback_probes(pytester: pytest.Pytester,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _suite(pytester, entry="\n[t.c2.output_throughput]\nfloor = 1.0\n")
@@ -150,6 +154,7 @@ def test_teardown_waits_for_the_gpus_memory_and_says_when_it_is_not_back() -> No
     assert wait_released(["GPU-a"], {999}, 0.05, cast(ModuleType, stuck), poll_s=0.01) is None  # someone else's
 
 
+@pytest.mark.slow
 def test_a_jit_compile_pause_is_not_a_hang(pytester: pytest.Pytester) -> None:
     # Each new decode batch size makes the emulator pause 2 s and log FlashInfer's JIT lines; the stall timeout
     # is 1 s. A pause the log explains is waited out and said; the hung scheduler of test_plugin_failures is not.
@@ -193,6 +198,7 @@ def test_one(): pass
     result.stdout.fnmatch_lines(["glm5: baselines */1x-rtx-pro-6000-blackwell-sm120/* for one*"])
 
 
+@pytest.mark.slow
 def test_the_servers_own_count_agrees_and_catches_another_client(sim_factory: Any) -> None:
     import threading
 
@@ -218,6 +224,7 @@ def test_the_servers_own_count_agrees_and_catches_another_client(sim_factory: An
     assert said is not None and "another client was using the server" in said
 
 
+@pytest.mark.slow
 def test_a_failed_cache_flush_is_said(sim_factory: Any) -> None:
     import threading
 
@@ -239,6 +246,7 @@ def test_a_failed_cache_flush_is_said(sim_factory: Any) -> None:
     assert r.cache_note.endswith("measured with a warm prefix cache")
 
 
+@pytest.mark.slow
 def test_a_long_point_says_how_far_it_got(sim_factory: Any) -> None:
     from pytest_glm5.loadgen import Workload, run_workload
     from pytest_glm5.report.terminal import TerminalProgress

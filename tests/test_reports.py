@@ -48,6 +48,7 @@ def outputs(*extra: str) -> list[str]:
             "--glm5-export", "bencher:bmf.json", "--glm5-export", "pytest-benchmark:pb.json", *extra]
 
 
+@pytest.mark.slow
 def test_two_nights_then_a_slower_one_in_every_output(pytester: pytest.Pytester,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     write_configs(pytester, "[config.t]\nflags = {}\n")
@@ -110,6 +111,7 @@ def test_two_nights_then_a_slower_one_in_every_output(pytester: pytest.Pytester,
 
 
 @pytest.mark.parametrize("family", ["xunit1", "xunit2"])
+@pytest.mark.slow
 def test_junit_properties_valid_under_both_families(pytester: pytest.Pytester, family: str) -> None:
     write_configs(pytester, "[config.t]\nflags = {}\n")
     pytester.makeini(f"[pytest]\nglm5_configs = configs.toml\njunit_family = {family}\n")
@@ -131,6 +133,7 @@ def test_junit_properties_valid_under_both_families(pytester: pytest.Pytester, f
     assert 'glm5.c1.output_throughput.verdict" value="new"' in text
 
 
+@pytest.mark.slow
 def test_markdown_stays_under_64_kib_with_regressions_first() -> None:
     doc, _ = big_doc(tests=400, nights=3, regressions=300)
     text = markdown.render(doc, "r.html")
@@ -147,6 +150,7 @@ def test_markdown_stays_under_64_kib_with_regressions_first() -> None:
     assert "more" not in full and full.count("\n| ") == len(small["verdicts"]) + 1
 
 
+@pytest.mark.slow
 def test_history_appends_from_two_processes_at_once(tmp_path: Path) -> None:
     code = f"""
 import sys
@@ -226,6 +230,8 @@ def test_cpu(benchmark):
 """
 
 
+@pytest.mark.slow
+@pytest.mark.solo
 def test_pytest_benchmark_counts_perf_tests_as_benchmarks(pytester: pytest.Pytester) -> None:
     write_configs(pytester, "[config.t]\nflags = {}\n")
     pytester.makepyfile(test_glm5_points=POINTS, test_cpu_bench=BENCH)
@@ -254,6 +260,7 @@ def test_pytest_benchmark_counts_perf_tests_as_benchmarks(pytester: pytest.Pytes
     assert "t[c4]" in compare.stdout
 
 
+@pytest.mark.slow
 def test_a_path_option_that_moves_the_rootdir_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
     write_configs(pytester, "[config.t]\nflags = {}\n")
     pytester.makepyfile(POINTS)
@@ -279,6 +286,7 @@ def test_markdown_shows_names_and_crash_lines_as_text_not_html() -> None:
     assert "output_throughput" in text  # metric names stay readable in the source
 
 
+@pytest.mark.slow
 def test_the_page_of_6000_verdicts_stays_under_3_mb_and_says_what_it_left_out() -> None:
     # At c979bd9 the page of 6,000 verdicts weighed 5.2 MB.
     doc, analyses = big_doc(tests=1500, nights=3, regressions=50)
@@ -289,3 +297,32 @@ def test_the_page_of_6000_verdicts_stays_under_3_mb_and_says_what_it_left_out() 
     assert all(c["dists"] for c in data["configs"] if any(v["c"] == c["name"] and v["verdict"] == "regression"
                                                          for v in data["verdicts"]))
     assert "Left out to keep this page under 3 MB: latency distributions of" in data["history_note"]
+
+
+def test_every_output_of_a_small_run_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fast subset's pass over the report wing: the page, each export, JUnit properties, `glm5 compare`, and the
+    run document's round trip, from one small document (the slow tests drive each through real sessions)."""
+    from pytest_glm5.judge.verdicts import read_report, verdicts_of
+    from pytest_glm5.report import exports, junit
+    from pytest_glm5.settings import EXPORT_FORMATS
+
+    doc, analyses = big_doc(tests=4, nights=3, regressions=1)
+    data = htmlpage.page_data(doc, analyses)
+    assert len(data["verdicts"]) == 16 and data["counts"]["regression"] == 1 and data["history"]["series"]
+    page = htmlpage.render(doc, analyses)
+    assert page.startswith("<!DOCTYPE html>") and "glm5: 1 regression" in page
+    assert "<link rel=\"stylesheet\"" not in page and "src=\"http" not in page  # self-contained: nothing is fetched
+    for fmt in EXPORT_FORMATS:
+        exports.export(doc, fmt, tmp_path / f"{fmt}.json")
+        assert json.loads((tmp_path / f"{fmt}.json").read_text())
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    verdicts = verdicts_of(read_report(tmp_path / "r.json"), "r.json")
+    assert [v.verdict for v in verdicts] == [d["verdict"] for d in doc["verdicts"]]
+    props = dict(junit.properties(verdicts[:1]))
+    assert any(k.startswith("glm5:") or "output_throughput" in k for k in props), props
+    slower = json.loads(json.dumps(doc))
+    for v in slower["verdicts"]:
+        v["launches"] = [x * 0.8 for x in v["launches"]] if v["metric"] == "output_throughput" else v["launches"]
+    (tmp_path / "slower.json").write_text(json.dumps(slower))
+    assert glm5(["compare", str(tmp_path / "r.json"), str(tmp_path / "slower.json")]) == 1
+    assert "REGRESSION cfg0 c1 output_throughput: DIFFERENT/worse" in capsys.readouterr().out

@@ -18,7 +18,7 @@ CONFIGS = "".join(f"[config.{c}]\nflags = {{}}\n" + ('compare_to = "a"\n' if c !
 POINTS = """
 import pytest
 
-@pytest.mark.parametrize("c", [1, 2])
+@pytest.mark.parametrize("c", [1])
 def test_point(perf, glm5_config, c):
     results = perf.run(f"c{c}", concurrency=c, num_prompts=4 * c, input_len=8, output_len=16, warmup=1)
     perf.check(results, f"c{c}", ["output_throughput"])
@@ -32,6 +32,7 @@ def verdict_set(doc: dict) -> set[tuple[str, str, str, str]]:  # type: ignore[ty
     return {(v["config"], v["scenario"], v["metric"], v["verdict"]) for v in doc["verdicts"]}
 
 
+@pytest.mark.slow
 def test_shards_merged_give_the_unsharded_verdicts(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, CONFIGS)
     pytester.makepyfile(POINTS)
@@ -65,7 +66,7 @@ def test_shards_merged_give_the_unsharded_verdicts(pytester: pytest.Pytester) ->
     assert verdict_set(joined) == verdict_set(unsharded)
     # compare_to across shards: b and c against a, whichever shard a ran in
     assert {(v["config"], v["scenario"]) for v in joined["versus"]} == {
-        (c, s) for c in "bc" for s in ("c1", "c2")}
+        (c, "c1") for c in "bc"}
     # one config in two reports is refused
     twice = subprocess.run([sys.executable, "-m", "pytest_glm5.cli", "merge", str(shards[0]), str(shards[0])],
                            cwd=pytester.path, capture_output=True, text=True, timeout=120)
@@ -86,6 +87,7 @@ def test_shards_merged_give_the_unsharded_verdicts(pytester: pytest.Pytester) ->
     assert "Traceback" not in twice.stderr + alone.stderr + mixed.stderr
 
 
+@pytest.mark.slow
 def test_every_machine_splits_alike_whatever_its_cache_holds(pytester: pytest.Pytester) -> None:
     # At c979bd9 each machine balanced by its own cache's durations: after one night each knew only its own shard's,
     # so the next night could run a config on both shards and another on none.

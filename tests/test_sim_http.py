@@ -7,6 +7,8 @@ import json
 import time
 from collections.abc import Callable
 
+import pytest
+
 from simproc import Sim, http
 
 
@@ -100,6 +102,7 @@ def test_metrics_only_with_enable_metrics(sim_factory: Callable[..., Sim]) -> No
     assert http("GET", plain.url + "/metrics")[0] == 404
 
 
+@pytest.mark.slow
 def test_ready_is_503_until_warmup_is_done(sim_factory: Callable[..., Sim]) -> None:
     # glm5-sm120 warms up for 20 model seconds: 1 s at time scale 0.05, after a 0.2 s load.
     s = sim_factory("--sim-startup-s", "4", profile="glm5-sm120", scale=0.05, wait=False)

@@ -56,6 +56,7 @@ def test_many_looks_spend_a_tiny_alpha_early_never_zero() -> None:
     assert v.verdict == "pass" and 0 <= v.stat["p_adj"] <= 1
 
 
+@pytest.mark.slow
 def test_sequential_nightly_gate_keeps_its_false_alarm_rate() -> None:
     # No change, CV 2%, 8 reference launches, up to 3 new launches with alpha spending: the false-alarm rate
     # stays at most alpha (binomial slack for 4,000 trials: 0.01 + 3 sigma).

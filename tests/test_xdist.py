@@ -28,6 +28,7 @@ def test_point(perf, glm5_config, c):
 """
 
 
+@pytest.mark.slow
 def test_two_workers_launch_each_config_once_and_report_once(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, TWO)
     pytester.makepyfile(POINTS)
