@@ -117,7 +117,8 @@ class BenchmarkBridge:
     def json_path(self) -> str | None:
         """Where --benchmark-json goes (None: not asked for)."""
         path = self.config.getoption("benchmark_json", None)
-        return None if path is None else str(getattr(path, "name", path))
+        # pytest-benchmark 5 gives a Path (whose .name would drop the directory), older ones an open file.
+        return None if path is None else str(path.name if hasattr(path, "write") else path)
 
 
 def register(config: pytest.Config, session: Glm5Session, has_configs: bool) -> BenchmarkBridge | None:

@@ -251,6 +251,10 @@ def test_pytest_benchmark_counts_perf_tests_as_benchmarks(pytester: pytest.Pytes
     # Only ours: pytest-benchmark would save nothing ("no benchmarks have been run"); the file still comes.
     ours = pytester.runpytest("test_glm5_points.py", "--benchmark-json", "ours.json")
     assert ours.ret == 0
+    (pytester.path / "out").mkdir()  # a path with a directory lands there, not in the current one (c979bd9)
+    deep = pytester.runpytest("test_glm5_points.py", "--benchmark-json", str(pytester.path / "out" / "deep.json"))
+    assert deep.ret == 0 and (pytester.path / "out" / "deep.json").exists()
+    assert not (pytester.path / "deep.json").exists()
     said_lines(ours, ["glm5 --benchmark-json: ours.json (pytest-benchmark's format; the glm5 results, as "
                                "pytest-benchmark had none)"])
     compare = subprocess.run([str(Path(sys.executable).parent / "pytest-benchmark"), "compare",
