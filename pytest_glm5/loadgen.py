@@ -21,7 +21,7 @@ import orjson
 
 from . import proxies
 from .clientload import ClientLoad, ClientMonitor
-from .metrics import RequestRecord, compute_metrics, first_errors, percentile
+from .metrics import RequestTiming, compute_metrics, first_errors, percentile
 
 PROTOCOLS = ("sglang", "openai")
 # How prompt token ids are drawn. `random-ids` is SGLang bench_serving's offline random dataset
@@ -125,7 +125,7 @@ class BenchResult:
     url: str
     workload: Workload
     metrics: dict[str, float]
-    records: list[RequestRecord] = field(repr=False)
+    records: list[RequestTiming] = field(repr=False)
     errors: list[str]
     server_info: dict[str, Any]
     max_in_flight: int
@@ -243,9 +243,9 @@ def _payload(workload: Workload, prompt: list[int], output_len: int, model: str,
 
 
 class _Stream:
-    """Parses one SSE response into a RequestRecord, counting as bench_serving does."""
+    """Parses one SSE response into a RequestTiming, counting as bench_serving does."""
 
-    def __init__(self, record: RequestRecord, protocol: str, asked: int) -> None:
+    def __init__(self, record: RequestTiming, protocol: str, asked: int) -> None:
         self.r = record
         self.protocol = protocol
         self.asked = asked
@@ -423,10 +423,10 @@ class LoadRunner:
 
     async def one(
         self, session: aiohttp.ClientSession, workload: Workload, prompt: list[int], output_len: int
-    ) -> RequestRecord:
+    ) -> RequestTiming:
         """Send one streaming request and record what came back; never raises for server faults."""
         path, body = _payload(workload, prompt, output_len, self.model, self.shape)
-        rec = RequestRecord(start=time.perf_counter(), prompt_len=len(prompt), asked=output_len)
+        rec = RequestTiming(start=time.perf_counter(), prompt_len=len(prompt), asked=output_len)
         stream = _Stream(rec, workload.protocol, output_len)
         stream.server_prompt_len = not self.shape.token_ids
         self._in_flight += 1
@@ -470,7 +470,7 @@ class LoadRunner:
         return rec
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: bytes,
-                    timeout: aiohttp.ClientTimeout, tries: int, rec: RequestRecord) -> aiohttp.ClientResponse:
+                    timeout: aiohttp.ClientTimeout, tries: int, rec: RequestTiming) -> aiohttp.ClientResponse:
         # A kept-alive connection the server has closed fails before the request is sent (llama-server closes
         # idle ones, and each after a few requests): such a request never reached the server, so it is sent again.
         # Each failure drops one stale connection from the pool, which holds at most one per request ever in
@@ -485,8 +485,8 @@ class LoadRunner:
 
     async def _phase(
         self, session: aiohttp.ClientSession, workload: Workload, prompts: list[list[int]], output_len: int | list[int]
-    ) -> list[RequestRecord]:
-        records: list[RequestRecord | None] = [None] * len(prompts)
+    ) -> list[RequestTiming]:
+        records: list[RequestTiming | None] = [None] * len(prompts)
         order = iter(range(len(prompts)))
 
         async def worker() -> None:
@@ -609,7 +609,7 @@ class LoadRunner:
 
 async def _stamp_sent(session: aiohttp.ClientSession, ctx: Any, params: aiohttp.TraceRequestChunkSentParams) -> None:
     rec = ctx.trace_request_ctx
-    if isinstance(rec, RequestRecord) and not rec.sent:
+    if isinstance(rec, RequestTiming) and not rec.sent:
         rec.sent = time.perf_counter()
 
 

@@ -49,7 +49,7 @@ def higher_is_better(metric: str) -> bool:
 
 
 @dataclass
-class RequestRecord:
+class RequestTiming:
     """One request as the client saw it; times are seconds on the client's perf_counter clock."""
 
     start: float
@@ -91,7 +91,7 @@ def _stats(prefix: str, values_s: Sequence[float]) -> dict[str, float]:
     }
 
 
-def _peak_per_second(records: Sequence[RequestRecord], t0: float) -> tuple[float, int]:
+def _peak_per_second(records: Sequence[RequestTiming], t0: float) -> tuple[float, int]:
     """bench_serving's max_output_tokens_per_s and max_concurrent_requests over 1-s buckets."""
     tokens: dict[int, int] = {}
     active: dict[int, int] = {}
@@ -110,7 +110,7 @@ def _peak_per_second(records: Sequence[RequestRecord], t0: float) -> tuple[float
     return float(max(tokens.values(), default=0)), max(active.values(), default=0)
 
 
-def compute_metrics(records: Sequence[RequestRecord], duration_s: float, t0: float) -> dict[str, float]:
+def compute_metrics(records: Sequence[RequestTiming], duration_s: float, t0: float) -> dict[str, float]:
     """Metrics of one measured window: records that started at or after t0, lasting duration_s."""
     ok = [r for r in records if r.success]
     dur = max(duration_s, 1e-9)
@@ -141,7 +141,7 @@ def compute_metrics(records: Sequence[RequestRecord], duration_s: float, t0: flo
     return out
 
 
-def first_errors(records: Sequence[RequestRecord], limit: int = 3) -> list[str]:
+def first_errors(records: Sequence[RequestTiming], limit: int = 3) -> list[str]:
     """The distinct errors of failed requests, in order of first appearance."""
     seen: list[str] = []
     for r in records:

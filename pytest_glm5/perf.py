@@ -31,7 +31,7 @@ class Fail(Protocol):
 
 
 @dataclass
-class PerfRun:
+class PerfContext:
     """What every test of one run shares: the pool, the gate, and how provenance is found."""
 
     pool: ServerPool
@@ -70,7 +70,7 @@ class PerfRun:
         return self.provenances[key]
 
 
-def workload(server: ServerHandle, run: PerfRun, concurrency: int, num_prompts: int, **kw: Any) -> Workload:
+def workload(server: ServerHandle, run: PerfContext, concurrency: int, num_prompts: int, **kw: Any) -> Workload:
     """A Workload with the run's defaults: the config's (else the engine's) protocol, the stall timeout."""
     kw.setdefault("protocol", server.config.protocol or server.engine.protocol)
     kw.setdefault("stall_timeout_s", run.pool.settings.stall_timeout)
@@ -86,7 +86,7 @@ def after_failed_run(pool: ServerPool, failed: Measured | Stability) -> None:
         pool.notice_death()
 
 
-def bench(server: ServerHandle, run: PerfRun, fail: Fail, concurrency: int = 1, num_prompts: int | None = None,
+def bench(server: ServerHandle, run: PerfContext, fail: Fail, concurrency: int = 1, num_prompts: int | None = None,
           **kw: Any) -> BenchResult:
     """One watched measurement; a death, hang or unanswered server fails the test with its report."""
     kw.setdefault("warmup", concurrency)
@@ -120,7 +120,7 @@ class Plan:
 class Perf:
     """The `perf` fixture: run scenarios against this test's server and hold them against baselines."""
 
-    def __init__(self, server: ServerHandle, run: PerfRun, fail: Fail) -> None:
+    def __init__(self, server: ServerHandle, run: PerfContext, fail: Fail) -> None:
         self.server = server
         self.run_state = run
         self.fail = fail

@@ -12,7 +12,7 @@ import pytest
 from . import hookspecs, roles
 from .judge.gate import PerfGate
 from .loadgen import BenchResult
-from .perf import Perf, PerfRun
+from .perf import Perf, PerfContext
 from .perf import bench as run_bench
 from .report import gateitems
 from .report.junit import properties, suite_level
@@ -201,9 +201,9 @@ def glm5_gate(request: pytest.FixtureRequest) -> PerfGate:
 
 
 @pytest.fixture(scope="session")
-def glm5_run(request: pytest.FixtureRequest, glm5_pool: ServerPool, glm5_gate: PerfGate) -> PerfRun:
+def glm5_context(request: pytest.FixtureRequest, glm5_pool: ServerPool, glm5_gate: PerfGate) -> PerfContext:
     """What every perf test of the run shares: pool, gate, hardware key, repeats."""
-    return _session(request.config).make_run(glm5_pool, glm5_gate)
+    return _session(request.config).make_context(glm5_pool, glm5_gate)
 
 
 @pytest.fixture
@@ -221,19 +221,19 @@ def sglang_server(request: pytest.FixtureRequest, glm5_pool: ServerPool) -> Serv
 
 
 @pytest.fixture
-def bench(sglang_server: ServerHandle, glm5_run: PerfRun) -> Callable[..., BenchResult]:
+def bench(sglang_server: ServerHandle, glm5_context: PerfContext) -> Callable[..., BenchResult]:
     """`bench(concurrency=1, num_prompts=None, input_len=128, output_len=128, ...)` against this test's server."""
 
     def run(concurrency: int = 1, num_prompts: int | None = None, **kw: Any) -> BenchResult:
-        return run_bench(sglang_server, glm5_run, _fail, concurrency, num_prompts, **kw)
+        return run_bench(sglang_server, glm5_context, _fail, concurrency, num_prompts, **kw)
 
     return run
 
 
 @pytest.fixture
-def perf(sglang_server: ServerHandle, glm5_run: PerfRun) -> Perf:
+def perf(sglang_server: ServerHandle, glm5_context: PerfContext) -> Perf:
     """`perf.run(scenario, concurrency, ...)` then `perf.check(results, scenario, metrics)`."""
-    return Perf(sglang_server, glm5_run, _fail)
+    return Perf(sglang_server, glm5_context, _fail)
 
 
 @pytest.hookimpl(wrapper=True)

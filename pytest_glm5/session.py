@@ -23,7 +23,7 @@ from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores
 from .judge.merge import Merged, MergeError, coverage, decided, join, update
 from .judge.provenance import git_commit
 from .judge.verdicts import Change, ReportError, Verdict, read_report, run_document
-from .perf import PerfRun
+from .perf import PerfContext
 from .report import exports
 from .report.outputs import Outputs, Written, write_all
 from .report.terminal import (
@@ -130,7 +130,7 @@ class Glm5Session:
         self.books: dict[str, LeaseBook | None] = {}  # per machine: NVML's, or each emulated profile's
         self.pool: ServerPool | None = None
         self.gate: PerfGate | None = None
-        self.run: PerfRun | None = None
+        self.context: PerfContext | None = None
         self.shard_configs: list[str] | None = None  # this shard's configs, and all of the split's
         self.all_configs: list[str] = []
         self.worker_docs: list[dict[str, Any]] | None = None  # xdist's controller: what each worker sent
@@ -456,12 +456,13 @@ class Glm5Session:
                              references=self.references(), require=s.require_baselines and not s.update_baselines)
         return self.gate
 
-    def make_run(self, pool: ServerPool, gate: PerfGate) -> PerfRun:
+    def make_context(self, pool: ServerPool, gate: PerfGate) -> PerfContext:
         """What every perf test of the run shares: pool, gate, hardware key, repeats."""
         s = self.settings
-        self.run = PerfRun(pool, gate, s.rootdir, hardware=s.hardware, repeats=s.repeats, gpus=self.visible_gpus,
-                           nvml_key=self.nvml_key, builds=self.builds, build=s.build_name, launches=s.launches)
-        return self.run
+        self.context = PerfContext(pool, gate, s.rootdir, hardware=s.hardware, repeats=s.repeats,
+                                   gpus=self.visible_gpus, nvml_key=self.nvml_key, builds=self.builds,
+                                   build=s.build_name, launches=s.launches)
+        return self.context
 
     def server(self, pool: ServerPool, name: str) -> Served:
         """The live server of a test's config, or why the test gets none."""
@@ -539,7 +540,7 @@ class Glm5Session:
     def live(self) -> Merged:
         """This process's run as a Merged view, before the family decision."""
         pool, gate = self.pool, self.gate
-        servers = pool.report() if pool is not None else {}
+        servers = pool.server_table() if pool is not None else {}
         for rec in servers.values():
             if rec.get("crash") or rec.get("exit_status") not in (None, 0):
                 rec["log_tail"] = tail(Path(rec["log_path"]), LOG_SECTION_LINES) if rec.get("log_path") else []
@@ -649,7 +650,7 @@ def _references(configs: Mapping[str, ServerConfig]) -> dict[str, Reference]:
 
 
 @dataclass
-class MergeRun:
+class MergeOutcome:
     """What `glm5 merge` decided and printed."""
 
     lines: list[str]
@@ -658,7 +659,7 @@ class MergeRun:
 
 
 def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float | None, update_mode: str | None,
-                  baselines: Path, outputs: Outputs) -> MergeRun:
+                  baselines: Path, outputs: Outputs) -> MergeOutcome:
     """`glm5 merge`: shard reports joined (the same hardware and model, each config covered exactly once), decided
     as one run, baselines updated once, every output written once. ReportError or ConfigError says what is wrong."""
     docs = [read_report(p) for p in paths]
@@ -687,4 +688,4 @@ def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float
              *summary_lines(view.verdicts, changes, update_mode, view.problems, [*errors, *written.errors],
                             view.family_size, a),
              *campaign_lines(view.versus), *(f"glm5 {line}" for line in written.lines)]
-    return MergeRun(lines, bool(view.confirmed), [*errors, *written.errors])
+    return MergeOutcome(lines, bool(view.confirmed), [*errors, *written.errors])

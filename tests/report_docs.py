@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from pytest_glm5.report.history import append, run_records, series_of
+from pytest_glm5.report.history import append, history_rows, series_of
 from pytest_glm5.report.trends import analyse
 
 METRICS = {"output_throughput": ("tok/s", "floor", 1000.0), "p99_ttft_ms": ("ms", "ceiling", 180.0),
@@ -86,5 +86,5 @@ def big_doc(tests: int = 40, nights: int = 90, regressions: int = 0, step_at: in
         doc = night_doc(night, tests, step_at, regressions if last else 0, telemetry=telemetry and last)
         if root is not None:
             append(root, doc)
-        runs += list(run_records(doc).values())
+        runs += list(history_rows(doc).values())
     return doc, [a.to_dict() for a in analyse(series_of(runs))]

@@ -132,16 +132,16 @@ def test_a_request_gets_past_every_stale_pooled_connection() -> None:
     import aiohttp
 
     from pytest_glm5.loadgen import STALE_RETRIES, LoadRunner
-    from pytest_glm5.metrics import RequestRecord
+    from pytest_glm5.metrics import RequestTiming
 
     runner = LoadRunner("http://127.0.0.1:1")
     timeout = aiohttp.ClientTimeout(total=1)
     stale = _StalePool(8)
     got = asyncio.run(runner._post(stale, "u", b"{}", timeout, 8 + STALE_RETRIES,
-                                     RequestRecord(0.0, 1)))  # type: ignore[arg-type]
+                                     RequestTiming(0.0, 1)))  # type: ignore[arg-type]
     assert got == "response" and stale.posts == 9
     dead = _StalePool(10**6)
     with pytest.raises(aiohttp.ClientOSError):
         asyncio.run(runner._post(dead, "u", b"{}", timeout, 8 + STALE_RETRIES,
-                                 RequestRecord(0.0, 1)))  # type: ignore[arg-type]
+                                 RequestTiming(0.0, 1)))  # type: ignore[arg-type]
     assert dead.posts == 8 + STALE_RETRIES

@@ -21,7 +21,7 @@ from pytest_glm5.judge.baselines import BaselineStore, write_updates
 from pytest_glm5.judge.verdicts import Verdict
 from pytest_glm5.loadgen import BenchResult, Workload
 from pytest_glm5.measurement import cut_off
-from pytest_glm5.metrics import RequestRecord
+from pytest_glm5.metrics import RequestTiming
 from pytest_glm5.servers.engines import SimEngine
 from pytest_glm5.servers.engines.base import Preflight
 from pytest_glm5.servers.forensics import request_stack_dump
@@ -335,9 +335,9 @@ def test_hang_report_says_no_dump_when_none_was_written(tmp_path: Path) -> None:
 
 def test_cut_off_counts_only_requests_on_the_server_when_it_died() -> None:
     wl = Workload(concurrency=4, num_prompts=60)
-    done = [RequestRecord(start=0.0, prompt_len=1, success=True, latency=1.0) for _ in range(4)]
-    died = [RequestRecord(start=0.5 + i * 0.01, prompt_len=1, latency=0.6 - i * 0.01) for i in range(4)]  # end 1.1
-    refused = [RequestRecord(start=1.1 + i * 0.001, prompt_len=1, latency=0.0005) for i in range(52)]
+    done = [RequestTiming(start=0.0, prompt_len=1, success=True, latency=1.0) for _ in range(4)]
+    died = [RequestTiming(start=0.5 + i * 0.01, prompt_len=1, latency=0.6 - i * 0.01) for i in range(4)]  # end 1.1
+    refused = [RequestTiming(start=1.1 + i * 0.001, prompt_len=1, latency=0.0005) for i in range(52)]
     result = BenchResult(url="", workload=wl, metrics={"completed": 4.0}, records=done + died + refused, errors=[],
                          server_info={}, max_in_flight=4, started_at=0.0)
     assert cut_off(result) == 4

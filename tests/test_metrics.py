@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_glm5.metrics import RequestRecord, compute_metrics, first_errors, percentile, summarize_repeats
+from pytest_glm5.metrics import RequestTiming, compute_metrics, first_errors, percentile, summarize_repeats
 
 
-def records() -> list[RequestRecord]:
+def records() -> list[RequestTiming]:
     # Two successes and one failure over a 2-second window starting at t0 = 100.
-    a = RequestRecord(start=100.0, prompt_len=4, success=True, ttft=0.1, latency=0.5, output_len=5,
+    a = RequestTiming(start=100.0, prompt_len=4, success=True, ttft=0.1, latency=0.5, output_len=5,
                       itl=[0.1, 0.1, 0.1, 0.1])
-    b = RequestRecord(start=100.5, prompt_len=4, success=True, ttft=0.3, latency=1.3, output_len=3,
+    b = RequestTiming(start=100.5, prompt_len=4, success=True, ttft=0.3, latency=1.3, output_len=3,
                       itl=[0.5, 0.5])
-    c = RequestRecord(start=101.0, prompt_len=4, success=False, error="HTTP 500: boom", latency=0.2)
+    c = RequestTiming(start=101.0, prompt_len=4, success=False, error="HTTP 500: boom", latency=0.2)
     return [a, b, c]
 
 
@@ -65,7 +65,7 @@ def test_empty_window_is_zero_not_an_error() -> None:
 
 
 def test_first_errors_and_repeats() -> None:
-    recs = [*records(), RequestRecord(start=0, prompt_len=1, error="HTTP 500: boom")]
+    recs = [*records(), RequestTiming(start=0, prompt_len=1, error="HTTP 500: boom")]
     assert first_errors(recs) == ["HTTP 500: boom"]
     s = summarize_repeats([10.0, 12.0, 11.0])
     assert s["median"] == 11.0 and s["min"] == 10.0 and s["max"] == 12.0

@@ -39,7 +39,7 @@ def store_path(root: Path, hardware: str, model: str) -> Path:
     return root / hardware / f"{model_key(model)}{SUFFIX}"
 
 
-def run_records(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+def history_rows(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     """The history lines of one run document (judge.verdicts.run_document): one per (hardware, model) it measured."""
     run = doc.get("run") or {}
     out: dict[tuple[str, str], dict[str, Any]] = {}
@@ -62,7 +62,7 @@ def run_records(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 def append(root: Path, doc: dict[str, Any], lock_timeout: float = 60.0) -> list[Path]:
     """Append this run to each store it measured; returns the stores written."""
     written = []
-    for (hardware, model), rec in run_records(doc).items():
+    for (hardware, model), rec in history_rows(doc).items():
         path = store_path(root, hardware, model)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..settings import Settings, check_creatable_dir, check_writable_file
 from . import exports, htmlpage, markdown
-from .history import HistoryError, append, for_run, run_records, series_of
+from .history import HistoryError, append, for_run, history_rows, series_of
 from .trends import Analysis, analyse
 
 
@@ -78,7 +78,7 @@ def write_all(doc: dict[str, Any], out: Outputs) -> Written:
         except HistoryError as exc:
             w.errors.append(f"cannot write --glm5-history: {exc}")
         try:
-            runs = for_run(out.history, run_records(doc).keys())
+            runs = for_run(out.history, history_rows(doc).keys())
             w.analyses = analyse(series_of(runs))
         except (HistoryError, OSError) as exc:
             w.errors.append(f"cannot read --glm5-history back: {exc}")

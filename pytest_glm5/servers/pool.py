@@ -441,7 +441,7 @@ class ServerPool:
         if self.store is not None:
             self.store.drop(KEPT, pid)
 
-    def report(self) -> dict[str, Any]:
+    def server_table(self) -> dict[str, Any]:
         """Per config: launched / reused / external / failed and why, pid, port, startup s, log, exit status."""
         return {name: {k: v for k, v in asdict(rec).items() if k != "stopped"} for name, rec in self.records.items()}
 
