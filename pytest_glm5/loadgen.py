@@ -137,6 +137,7 @@ class BenchResult:
     telemetry: Any = None  # telemetry.Telemetry when NVML sampled the run
     launch: str = ""  # which server launch measured it (build:pid): the unit of launch-to-launch variance
     build: str = ""
+    arm: str = ""  # A/B: "A" or "B", the position in the ABBA block (an A/A run has one build in both arms)
     lag_s: float | None = None  # seconds an emulator fell behind its own model during the run (None: not known)
     cotenants: list[str] = field(default_factory=list)  # other servers holding GPUs of the machine meanwhile
     client: ClientLoad | None = None  # what the load client cost itself over the measured window
@@ -177,6 +178,7 @@ class BenchResult:
             "telemetry": self.telemetry.to_dict() if self.telemetry is not None else None,
             "launch": self.launch,
             "build": self.build,
+            "arm": self.arm,
             "emulator_lag_s": self.lag_s,
             "cotenants": self.cotenants,
             "client": self.client.to_dict() if self.client is not None else None,

@@ -135,23 +135,24 @@ class Perf:
         self.plans[scenario] = plan
         return self._measure(plan, first=True)
 
-    def _order(self, first: bool) -> list[tuple[str, bool]]:
-        """(build, fresh launch) per launch to measure on."""
+    def _order(self, first: bool) -> list[tuple[str, bool, str]]:
+        """(build, fresh launch, A/B arm) per launch to measure on."""
         st = self.run_state
         ab = st.gate.statistics.ab
         if ab:
-            block = [ab[0], ab[1], ab[1], ab[0]]
+            arms = ["A", "B", "B", "A"]
+            block = [ab[0] if arm == "A" else ab[1] for arm in arms]
             # Every arm visit is its own launch, except that the block may open on a live server of build A that
             # no visit of this scenario used yet.
             reuse_first = first and st.pool.current_build == ab[0] and st.pool.current is not None \
                 and st.pool.current.config.name == self.config
-            return [(b, not (i == 0 and reuse_first)) for i, b in enumerate(block)]
+            return [(b, not (i == 0 and reuse_first), arms[i]) for i, b in enumerate(block)]
         n = st.launches if first else 1
-        return [(st.build, not (first and i == 0)) for i in range(n)]
+        return [(st.build, not (first and i == 0), "") for i in range(n)]
 
     def _measure(self, plan: Plan, first: bool) -> list[BenchResult]:
         out: list[BenchResult] = []
-        for build, fresh in self._order(first):
+        for build, fresh, arm in self._order(first):
             problem = None
             try:
                 server = self.run_state.server(self.server.config, build, fresh)
@@ -163,7 +164,7 @@ class Perf:
             launch = f"{build}:{server.pid}:{server.record.launched_at}"
             for _ in range(plan.repeats):
                 r = bench(server, self.run_state, self.fail, plan.concurrency, plan.num_prompts, **plan.kw)
-                r.launch, r.build = launch, build
+                r.launch, r.build, r.arm = launch, build, arm
                 out.append(r)
         return out
 

@@ -54,9 +54,15 @@ def test_ab_finds_a_slow_build_and_passes_an_unchanged_one(pytester: pytest.Pyte
     builds = [r["build"] for r in runs[::2]]
     assert builds[:4] == ["base", "slow", "slow", "base"] and len(builds) % 4 == 0 and len(builds) >= 8
     assert len({r["launch"] for r in runs}) == len(builds)
+    assert [r["arm"] for r in runs[::2]][:4] == ["A", "B", "B", "A"]
     same = pytester.runpytest("--glm5-ab", "base,base", "--glm5-report", "same.json", *NOISE)
     assert same.ret == 0, same.stdout.str()
-    assert _answers(pytester, "same.json") == ["SAME"]
+    assert _answers(pytester, "same.json") in (["SAME"], ["UNKNOWN"])
+    # A real A/A: the arms are the ABBA positions, so each side holds its own launches and the change is a
+    # measured one, not exactly 0 (at c979bd9 both arms were the pooled launches of "base": +0.0%, p 0.50).
+    [v] = report(pytester, "same.json")["verdicts"]
+    assert v["test"]["change"] != 0.0 and v["test"]["p_worse"] != 0.5
+    assert sorted(v["test"]["launches_a"]) != sorted(v["launches"])
     assert_no_server_left(model)
 
 

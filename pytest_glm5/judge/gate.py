@@ -154,7 +154,7 @@ class PerfGate:
         labels = [r.launch or "0" for r in results]
         behind = _behind(results, self.statistics.lag_limit)
         return self._judge(config, scenario, {m: [r.metrics[m] for r in results] for m in names}, labels,
-                           [r.build for r in results], store, path, prov, self.look(look), behind,
+                           [r.arm for r in results], store, path, prov, self.look(look), behind,
                            _client_bound(results))
 
     def judge_values(self, config: str, scenario: str, metric: str, samples: Sequence[float],
@@ -165,19 +165,21 @@ class PerfGate:
                            store, path, provenance, self.look(1), None)
 
     def _judge(self, config: str, scenario: str, values: dict[str, list[float]], labels: list[str],
-               builds: list[str], store: BaselineStore, path: Path, provenance: Provenance, look: Look,
+               arms: list[str], store: BaselineStore, path: Path, provenance: Provenance, look: Look,
                behind: str | None, client: Callable[[str, float], str | None] | None = None) -> Checked:
         out: list[Verdict] = []
         failures: list[str] = []
         ab = self.statistics.ab
         for metric, samples in values.items():
             bound = store.bound(config, scenario, metric)
-            if ab and any(builds):
-                pick = {name: [(x, lab) for x, lab, b in zip(samples, labels, builds, strict=True) if b == name]
-                        for name in ab}
-                a = per_launch([x for x, _ in pick[ab[0]]], [lab for _, lab in pick[ab[0]]])
-                b_samples = [x for x, _ in pick[ab[1]]]
-                b = per_launch(b_samples, [lab for _, lab in pick[ab[1]]])
+            if ab and any(arms):
+                # By the arm (the position in the ABBA block), not the build's name: an A/A run (base,base) has one
+                # name in both arms, and keyed by it each arm was the pooled launches, compared with themselves.
+                pick = {arm: [(x, lab) for x, lab, r in zip(samples, labels, arms, strict=True) if r == arm]
+                        for arm in ("A", "B")}
+                a = per_launch([x for x, _ in pick["A"]], [lab for _, lab in pick["A"]])
+                b_samples = [x for x, _ in pick["B"]]
+                b = per_launch(b_samples, [lab for _, lab in pick["B"]])
                 v = decide.ab(config, scenario, metric, a, b, ab, b_samples, look)
             elif bound is not None and behind is not None:
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
