@@ -100,15 +100,6 @@ def test_update_keeps_comments_and_order(tmp_path: Path) -> None:
         "tp8 single-stream p99_ttft_ms: new -> 250.00 (new)"]
 
 
-def test_noisy_new_entry_gets_a_wider_tolerance(tmp_path: Path) -> None:
-    p = tmp_path / "b.toml"
-    spreads = {"s1": 0.12, "s2": 0.4, "s3": 0.01}
-    write_updates(p, [Verdict("c", s, "p99_ttft_ms", 3.0, None, "new", {"min": 2.0, "max": 4.0, "cv": cv, "n": 3})
-                      for s, cv in spreads.items()], {})
-    tolerances = {s: BaselineStore(p).bound("c", s, "p99_ttft_ms").tolerance for s in spreads}  # type: ignore[union-attr]
-    assert tolerances == {"s1": 0.36, "s2": 0.5, "s3": 0.05}  # 3 x CV, capped at 0.5; never below the default
-
-
 def _writer(path: str, worker: int, n: int) -> None:
     for i in range(n):
         write_updates(Path(path), [Verdict(f"w{worker}", f"s{i}", "output_throughput", float(i + 1), None, "new",
@@ -142,3 +133,16 @@ def test_failed_replace_leaves_the_original_intact(tmp_path: Path, monkeypatch: 
         write_updates(p, [verdict("output_throughput", 99.0, "improvement")], {})
     assert p.read_text() == COMMENTED
     assert [f.name for f in tmp_path.iterdir() if f.name.endswith(".tmp")] == []
+
+
+def test_recording_never_widens_the_tolerance_from_noise(tmp_path: Path) -> None:
+    # The tolerance is the practical threshold (the file's [defaults] or what the user writes), never 3x the
+    # measured spread: with that, a 30% drop passed on perfect data (issue 20; c979bd9 wrote tolerance = 0.36).
+    path = tmp_path / "m.toml"
+    path.write_text("[defaults]\ntolerance = 0.05\n")
+    noisy = {"min": 70.0, "max": 130.0, "cv": 0.12, "n": 6}
+    write_updates(path, [Verdict("c", "s", "output_throughput", 100.0, None, "new", noisy,
+                                 launches=[90.0, 100.0, 110.0])])
+    bound = BaselineStore(path).bound("c", "s", "output_throughput")
+    assert bound is not None and bound.tolerance == 0.05
+    assert "tolerance" not in path.read_text().split("[c.s.output_throughput]")[1]

@@ -187,14 +187,6 @@ class BaselineStore:
         return list(self.doc.get(config, {}).get(scenario, {}).keys())
 
 
-def noise_tolerance(spread: dict[str, Any], default: float) -> float | None:
-    """A tolerance for a new entry whose repeats spread wider than the default allows (3 x CV, at most 0.5)."""
-    cv = float(spread.get("cv", 0.0))
-    if int(spread.get("n", 1)) < 2 or 3 * cv <= default:
-        return None
-    return min(0.5, round(3 * cv, 2))
-
-
 def select_updates(verdicts: Iterable[Verdict], mode: str) -> list[Verdict]:
     """Which verdicts --update-baselines writes: new, improved and re-measured under a changed workload; with
     mode 'all' regressions too. A passing entry is rewritten only to record more launches than its reference holds."""
@@ -252,9 +244,6 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
             if v.spread:
                 entry["spread"] = _inline({k: (round(x, 4) if isinstance(x, float) else x)
                                            for k, x in v.spread.items()})
-                noisy = noise_tolerance(v.spread, store.default_tolerance())
-                if old is None and noisy is not None:
-                    entry["tolerance"] = noisy
             if v.workload:
                 entry["workload"] = _inline(v.workload)
             if v.launches:
