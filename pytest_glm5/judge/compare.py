@@ -52,11 +52,13 @@ def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect
     """HEAD against BASE for every series both hold; reports of different hardware or models only with `mixed`."""
     try:
         docs = read_report(base), read_report(head)
+    except ReportError as exc:
+        raise CompareError(str(exc)) from None
+    try:
         if not mixed:
             same_machines([(str(base), docs[0]), (str(head), docs[1])], "two reports")
     except ReportError as exc:
-        raise CompareError(f"{exc}{'' if 'comparable' not in str(exc) else '; pass --mixed to compare anyway'}") \
-            from None
+        raise CompareError(f"{exc}; pass --mixed to compare anyway") from None
     a, b = launch_values(base, docs[0]), launch_values(head, docs[1])
     common = [k for k in a if k in b]
     if not common:

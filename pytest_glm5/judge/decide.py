@@ -24,13 +24,14 @@ from .stats import (
     launches_needed,
     spent,
 )
-from .verdicts import WORKLOAD_CHANGED, Bound, Test, Verdict, workload_differs
+from .verdicts import NOT_JUDGED, WORKLOAD_CHANGED, Bound, Kind, Test, Verdict, workload_differs
 
-EMULATOR_BOUND = "emulator-bound"
-CLIENT_BOUND = "client-bound"  # the load client's own delay is too large a share of the figure: not judged
-NOT_JUDGED = (EMULATOR_BOUND, CLIENT_BOUND)
-NOISY = "noisy"
-KNOWN_COST = "known cost"
+__all__ = ["CLIENT_BOUND", "EMULATOR_BOUND", "KNOWN_COST", "NOISY", "NOT_JUDGED"]  # the kinds, by their old names
+
+EMULATOR_BOUND = Kind.EMULATOR_BOUND
+CLIENT_BOUND = Kind.CLIENT_BOUND  # the load client's own delay is too large a share of the figure: not judged
+NOISY = Kind.NOISY
+KNOWN_COST = Kind.KNOWN_COST
 AB_TOLERANCE = 0.02  # the practical threshold of an A/B without baselines: a smaller change never fails
 # A GLM-5 launch costs 10-50 minutes: past this many (about a night at 30 minutes each) advice to add launches
 # cannot be followed, and the verdict says so.

@@ -161,7 +161,7 @@ class Verdict:
                 f"tolerance {b.tolerance * 100:g}%{slack}{prov}{note})")
 
 
-WORKLOAD_CHANGED = "workload changed"
+WORKLOAD_CHANGED = Kind.WORKLOAD_CHANGED
 WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling")
 # What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one.
 WORKLOAD_LEGACY = {"range_ratio": 1.0, "sampling": "uniform"}
