@@ -414,25 +414,50 @@ def test_process_tree_is_left_clean() -> None:
 
 
 def test_same_process_needs_the_pid_to_exist() -> None:
-    from pytest_glm5.servers.process import same_process
+    from pytest_glm5.servers.process import same_process, started
 
     me = psutil.Process()
-    assert same_process(me.pid, 0.0) and same_process(me.pid, me.create_time())
-    assert not same_process(me.pid, me.create_time() - 100)  # a recycled pid
+    mine = started(me.pid)
+    assert mine is not None and same_process(me.pid, 0.0) and same_process(me.pid, mine)
+    assert not same_process(me.pid, mine - 100)  # a recycled pid
     assert not same_process(2 ** 22 + 1, 0.0)  # above Linux's pid_max: no such process
     # A SIGKILLed child its parent has not reaped (an xdist worker the OOM killer took) is dead: its leases and queue
     # place must be freed, or the other workers wait forever (at c979bd9 it counted as alive).
     child = subprocess.Popen(["sleep", "60"])
     try:
-        started = psutil.Process(child.pid).create_time()
+        start = started(child.pid)
+        assert start is not None
         os.kill(child.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
             time.sleep(0.01)
         assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE  # not reaped yet: no wait() so far
-        assert not same_process(child.pid, started) and not same_process(child.pid, 0.0)
+        assert started(child.pid) is None and not same_process(child.pid, start) and not same_process(child.pid, 0.0)
     finally:
         child.wait()
+
+
+def test_a_process_keeps_its_identity_when_the_clock_moves(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """/proc/stat's btime is the wall clock less the time since boot, in whole seconds: NTP or a resumed VM moves it.
+    psutil's create_time() adds it, so a live lease owner read that way passed for a recycled pid and its GPUs were
+    granted twice (two fresh-clone CI runs of test_processes_never_share_a_gpu). The identity is boot-relative."""
+    from pytest_glm5.servers.leases import LeaseBook, emulated
+    from pytest_glm5.servers.process import same_process, started
+
+    me = psutil.Process().pid
+    start = started(me)
+    assert start is not None
+    boot = psutil.boot_time()
+    monkeypatch.setattr(psutil, "boot_time", lambda: boot + 1.0)
+    monkeypatch.setattr(psutil._pslinux, "boot_time", lambda: boot + 1.0)  # what Process.create_time() adds
+    assert abs(psutil.Process(me).create_time() - (start + boot)) >= 1.0  # the old identity no longer matched
+    assert started(me) == start and same_process(me, start)
+    book = LeaseBook(tmp_path / "l.json", emulated("t", 8), "8 emulated GPUs")
+    monkeypatch.setattr(psutil._pslinux, "boot_time", lambda: boot)
+    held = book.acquire("a", 4)
+    monkeypatch.setattr(psutil._pslinux, "boot_time", lambda: boot + 1.0)
+    other = book.acquire("b", 4)  # the first holder still runs: the other four GPUs, not the same ones
+    assert not set(held.indices) & set(other.indices)
 
 
 # --- provenance and workload per entry, the log in a failing test's report -----------------------------------------

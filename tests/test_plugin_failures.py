@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 from plugin_helpers import assert_no_server_left, said_lines, servers_of, write_configs
 
+from pytest_glm5.servers.process import started
 from pytest_glm5.servers.records import LAUNCHED, RecordStore
 
 from simproc import Sim
@@ -167,11 +167,11 @@ def test_next_run_reaps_recorded_leftovers(pytester: pytest.Pytester, sim_factor
     left = sim_factory()  # stands for a server whose pytest was killed before it could stop it
     write_configs(pytester, "[config.a]\nflags = {}\n")
     pytester.makepyfile("def test_nothing(): pass\n")
-    created = psutil.Process(left.proc.pid).create_time()
+    start = started(left.proc.pid)
     store = RecordStore(pytester.path / ".pytest_cache" / "d" / "glm5")
     # Its pytest is gone: an owner pid that no longer runs.
-    store.put(LAUNCHED, {"config": "a", "pid": left.proc.pid, "port": 1, "create_time": created,
-                         "owner_pid": 2 ** 22 + 1, "owner_create_time": 0.0})
+    store.put(LAUNCHED, {"config": "a", "pid": left.proc.pid, "port": 1, "started": start,
+                         "owner_pid": 2 ** 22 + 1, "owner_started": 0.0})
     result = pytester.runpytest("-k", "nothing")
     result.assert_outcomes(passed=1)
     said_lines(result, [f"glm5: reaped a server left by an earlier run: a pid {left.proc.pid} port 1"])

@@ -187,7 +187,7 @@ class LeaseBook:
             turn.granted = free[:need]
             for dev in turn.granted:
                 d[LEASES][dev.uuid] = {"config": config, "index": dev.index, "since": time.time(), "server_pid": None,
-                                       "server_create_time": 0.0, "kept": False, **me}
+                                       "server_started": 0.0, "kept": False, **me}
             del d[QUEUE][ticket]
             return
         if head == ticket and may_evict:
@@ -223,7 +223,7 @@ class LeaseBook:
     @staticmethod
     def _live(h: dict[str, Any]) -> bool:
         server_up = bool(h.get("server_pid")) and same_process(int(h["server_pid"]),
-                                                                float(h.get("server_create_time", 0.0)))
+                                                                float(h.get("server_started", 0.0)))
         return server_up or (not h.get("kept") and owner_alive(h))
 
     def _drop_stale(self, d: Tables) -> None:
@@ -245,10 +245,10 @@ class LeaseBook:
             out.append(f"{cfg} on {span(sorted(idx))} ({who}{', kept idle' if kept else ''})")
         return out
 
-    def bind(self, lease: Lease, pid: int, create_time: float) -> None:
+    def bind(self, lease: Lease, pid: int, start: float) -> None:
         """The lease is now also held by its server process (it outlives a killed owner until reaped)."""
         lease.server_pid = pid
-        self._mark(lease, server_pid=pid, server_create_time=create_time)
+        self._mark(lease, server_pid=pid, server_started=start)
 
     def keep(self, lease: Lease) -> None:
         """The server outlives this run: its GPUs are its own until another launch needs them."""

@@ -171,7 +171,7 @@ class ServerPool:
         def spawned(rec: ServerRecord) -> None:
             self._note_launched(rec)
             if lease is not None and self.leases is not None and rec.pid is not None:
-                self.leases.bind(lease, rec.pid, rec.create_time)
+                self.leases.bind(lease, rec.pid, rec.started)
 
         try:
             handle = launch(config, engine, model, self.settings.log_dir, startup_timeout=self.settings.startup_timeout,
@@ -228,7 +228,7 @@ class ServerPool:
     def _evict(self, holder: dict[str, Any]) -> None:
         """Stop an idle kept server (or one a killed run left) whose GPUs the next launch needs."""
         pid = int(holder["server_pid"])
-        if same_process(pid, float(holder.get("server_create_time", 0.0))):
+        if same_process(pid, float(holder.get("server_started", 0.0))):
             kill_tree(pid, self.settings.stop_timeout)
         self._forget_kept(pid)
         idle = "kept server" if holder.get("kept") else "server of a killed run"
@@ -326,7 +326,7 @@ class ServerPool:
                 if self.leases is not None:
                     continue  # It holds GPUs of its own; a launch that needs them stops it (LeaseBook.acquire).
                 # One live server at a time: another config's kept server holds the GPUs this launch needs.
-                if same_process(rec.pid, rec.create_time):
+                if same_process(rec.pid, rec.started):
                     stop(handle, self.settings.stop_timeout)
                     self._say(str(old.get("config")), f"stopped kept server pid {pid} to free the GPUs for "
                                                       f"{config.name} (one live server at a time)")
@@ -334,7 +334,7 @@ class ServerPool:
                 continue
             rec.stopped = False
             why = None
-            if not same_process(rec.pid, rec.create_time):
+            if not same_process(rec.pid, rec.started):
                 why = f"recorded pid {rec.pid} is gone"
             elif rec.fingerprint != fp:
                 why = f"config changed (fingerprint {rec.fingerprint} -> {fp}): {self._changed(config, old)}"
@@ -355,7 +355,7 @@ class ServerPool:
                 self._say(config.name, f"reusing kept server pid {rec.pid} on port {rec.port} (fingerprint matches)")
                 found = handle
                 continue
-            if same_process(rec.pid, rec.create_time):
+            if same_process(rec.pid, rec.started):
                 stop(handle, self.settings.stop_timeout)
             if why is not None:
                 self._say(config.name, f"not reusing kept server: {why}; launching anew")
@@ -431,7 +431,7 @@ class ServerPool:
         # Recorded from spawn until stopped: if this pytest is killed outright, the next run reaps what is left.
         if self.store is not None:
             self.store.put(LAUNCHED, {"config": rec.config, "pid": rec.pid, "port": rec.port,
-                                      "create_time": rec.create_time, **owner()})
+                                      "started": rec.started, **owner()})
 
     def _forget_launched(self, rec: ServerRecord) -> None:
         if self.store is not None:

@@ -26,6 +26,8 @@ from .engines.base import Engine
 
 HOST = "127.0.0.1"
 POLL_S = 0.25
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_START_SLACK_S = 1e-3 if Path("/proc/self/stat").exists() else 1.0  # exact clock ticks where procfs gives them
 
 
 class ServerError(Exception):
@@ -163,7 +165,7 @@ class ServerRecord:
     exit_status: int | None = None
     stopped: bool = False
     crash: str | None = None
-    create_time: float = 0.0
+    started: float = 0.0  # seconds since boot (started()): with the pid, which process this is
     engine_version: str = ""
     model: str = ""
     launched_at: float = 0.0
@@ -173,18 +175,37 @@ class ServerRecord:
     outside: list[str] = field(default_factory=list)  # processes already on its GPUs at launch, outside the leases
 
 
-def same_process(pid: int | None, create_time: float) -> bool:
-    """The recorded process still runs (a recycled pid with another start time does not count, nor a zombie: an
-    xdist worker the OOM killer SIGKILLed stays one until its controller reaps it, which may be never)."""
+def started(pid: int | None) -> float | None:
+    """When the process started, in seconds since boot (its identity beside the pid), or None when there is no such
+    live process (a zombie counts as dead: an xdist worker the OOM killer SIGKILLed stays one until its controller
+    reaps it, which may be never). Not psutil's create_time(): it adds /proc/stat's btime, a whole second that moves
+    with the wall clock (NTP, a resumed VM), so the same process read twice can differ by a second and pass for a
+    recycled pid; psutil's own process identity uses this boot-relative time for that reason."""
     if pid is None:
-        return False
+        return None
     try:
-        proc = psutil.Process(pid)  # raises for a pid that does not exist, whether or not a start time is known
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return abs(proc.create_time() - create_time) < 1.0 if create_time else proc.is_running()
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        text = ""
+    if text:  # "pid (comm) state ppid ... starttime(22nd field) ...": comm may hold spaces and parentheses
+        fields = text[text.rindex(")") + 2:].split()
+        return None if fields[0] == "Z" else int(fields[19]) / _CLOCK_TICKS
+    try:  # no procfs (macOS): the wall-clock start less the boot time, as stable as the platform allows
+        proc = psutil.Process(pid)
+        return None if proc.status() == psutil.STATUS_ZOMBIE else proc.create_time() - psutil.boot_time()
     except psutil.Error:
+        return None
+
+
+def same_process(pid: int | None, start: float) -> bool:
+    """The recorded process still runs: same pid and same start (from started(); 0.0: any live process with that
+    pid)."""
+    now = started(pid)
+    if now is None:
         return False
+    return abs(now - start) < _START_SLACK_S if start else True
 
 
 class ServerHandle:
@@ -231,7 +252,7 @@ class ServerHandle:
         """The exit status once the process has ended."""
         if self.proc is not None:
             return self.proc.poll()
-        if self.record.pid is not None and not same_process(self.record.pid, self.record.create_time):
+        if self.record.pid is not None and not same_process(self.record.pid, self.record.started):
             return -1
         return None
 
@@ -279,8 +300,7 @@ def launch(config: ServerConfig, engine: Engine, model: str, log_dir: Path, *, s
     record = ServerRecord(config=config.name, url=f"http://{HOST}:{port}", port=port, pid=proc.pid,
                           fingerprint=fingerprint, log_path=str(log_path), engine=engine.name, model=model,
                           launched_at=time.time())
-    with contextlib.suppress(psutil.Error):
-        record.create_time = psutil.Process(proc.pid).create_time()
+    record.started = started(proc.pid) or 0.0
     handle = ServerHandle(config, record, engine, proc)
     t0 = time.monotonic()
     try:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 from filelock import FileLock
 
 from ..textfiles import SHARED_MODE, atomic_write
-from .process import kill_tree, same_process
+from .process import kill_tree, same_process, started
 
 KEPT = "kept"  # servers left running on purpose (--glm5-keep-servers), for reuse by a later run
 LAUNCHED = "launched"  # servers of a live run, from spawn to stop: what a killed run leaves is reaped
@@ -71,14 +71,14 @@ class RecordStore(LockedTables):
 
 def owner() -> dict[str, Any]:
     """This process as the owner of a record: pid and start time (a recycled pid does not pass for it)."""
-    me = psutil.Process()
-    return {"owner_pid": me.pid, "owner_create_time": me.create_time()}
+    me = os.getpid()
+    return {"owner_pid": me, "owner_started": started(me) or 0.0}
 
 
 def owner_alive(data: dict[str, Any]) -> bool:
     """The process that made a record still runs (its servers and leases are its own business)."""
     pid = data.get("owner_pid")
-    return pid is not None and same_process(int(pid), float(data.get("owner_create_time", 0.0)))
+    return pid is not None and same_process(int(pid), float(data.get("owner_started", 0.0)))
 
 
 def reap_leftovers(store: RecordStore, timeout: float = 10.0) -> list[str]:
@@ -90,7 +90,7 @@ def reap_leftovers(store: RecordStore, timeout: float = 10.0) -> list[str]:
         for pid, data in list(d[LAUNCHED].items()):
             if owner_alive(data):
                 continue
-            if same_process(int(pid), float(data.get("create_time", 0.0))):
+            if same_process(int(pid), float(data.get("started", 0.0))):
                 kill_tree(int(data["pid"]), timeout)
                 lines.append(f"reaped a server left by an earlier run: {data.get('config')} pid {pid} "
                              f"port {data.get('port')}")
@@ -106,7 +106,7 @@ def stop_recorded(store: RecordStore, timeout: float = 60.0) -> list[str]:
 
     def stop_all(d: Tables) -> None:
         for pid, data in d[KEPT].items():
-            if same_process(int(pid), float(data.get("create_time", 0.0))):
+            if same_process(int(pid), float(data.get("started", 0.0))):
                 kill_tree(int(pid), timeout)
                 lines.append(f"stopped {data.get('config')}: pid {pid}, port {data.get('port')}")
             else:
