@@ -146,3 +146,48 @@ def test_recording_never_widens_the_tolerance_from_noise(tmp_path: Path) -> None
     bound = BaselineStore(path).bound("c", "s", "output_throughput")
     assert bound is not None and bound.tolerance == 0.05
     assert "tolerance" not in path.read_text().split("[c.s.output_throughput]")[1]
+
+
+WIDENED = """[defaults]
+tolerance = 0.05
+
+[c.s.output_throughput]
+floor = 100.0
+spread = {min = 70.0, max = 130.0, cv = 0.12, n = 6}
+tolerance = 0.36
+
+[c.s.p99_ttft_ms]
+ceiling = 9.0
+spread = {min = 8.0, max = 10.0, cv = 0.05, n = 6}
+tolerance = 0.2
+tolerance_why = "tail latency of 64 requests: only a 20% rise is worth a red build"
+
+[c.t.output_throughput]
+floor = 50.0
+tolerance = 0.1
+"""
+
+
+def test_tolerances_widened_from_noise_are_ignored_and_migrated(tmp_path: Path) -> None:
+    # Recorded entries (with `spread`) whose tolerance gives no why were widened by the old 3 x CV rule: the gate
+    # judges them at [defaults], and the next --update-baselines removes them and says which. A tolerance someone
+    # wrote (tolerance_why, or a hand-written entry without spread) is theirs and stays.
+    path = tmp_path / "m.toml"
+    path.write_text(WIDENED)
+    st = BaselineStore(path)
+    assert st.widened() == ["c.s.output_throughput"]
+    tolerances = [b.tolerance if (b := st.bound("c", s, m)) else None
+                  for s, m in [("s", "output_throughput"), ("s", "p99_ttft_ms"), ("t", "output_throughput")]]
+    assert tolerances == [0.05, 0.2, 0.1]
+    changes = write_updates(path, [Verdict("c", "t", "output_throughput", 60.0, None, "improvement")])
+    assert [c.line() for c in changes][1:] == [
+        "c s output_throughput: 100.00 -> 100.00 (tolerance 0.36 removed: an old recording widened it from the "
+        "spread; the tests weigh the spread, the practical threshold is [defaults] 0.05)"]
+    after = BaselineStore(path)
+    assert after.widened() == [] and "tolerance = 0.36" not in path.read_text()
+    assert after.bound("c", "s", "p99_ttft_ms").tolerance == 0.2  # type: ignore[union-attr]
+
+
+def test_no_shipped_baseline_carries_a_tolerance_widened_from_noise() -> None:
+    shipped = sorted((Path(__file__).parent.parent / "baselines").glob("*/*.toml"))
+    assert shipped and {str(p): BaselineStore(p).widened() for p in shipped} == {str(p): [] for p in shipped}

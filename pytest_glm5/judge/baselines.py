@@ -40,6 +40,7 @@ ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
     "floor": (int, float),
     "ceiling": (int, float),
     "tolerance": (int, float),
+    "tolerance_why": str,  # a per-entry tolerance is a practical threshold someone chose, and says why
     "measured": (int, float),
     "spread": dict,
     "updated": (str, dt.date),
@@ -139,6 +140,13 @@ def _check_tolerance(path: Path, where: str, value: Any) -> None:
         raise BaselineError(f"{path}: {where}: tolerance must be a fraction in [0, 1), got {value!r}")
 
 
+def noise_widened(entry: Any) -> bool:
+    """A per-entry tolerance a recorder widened from the spread (3 x CV, before issue 20): an entry with `spread`
+    (written by --update-baselines) whose `tolerance` gives no `tolerance_why`. The statistics already test a change
+    against the spread, so such a tolerance counted the noise twice (a 30% drop passed on perfect data)."""
+    return "tolerance" in entry and "spread" in entry and "tolerance_why" not in entry
+
+
 class BaselineStore:
     """One baselines file: read, validated, looked up; updated in place."""
 
@@ -172,11 +180,23 @@ class BaselineStore:
         kind = "floor" if "floor" in entry else "ceiling"
         slack = float(self.doc.get("defaults", {}).get("latency_slack_ms", 0.0)) if kind == "ceiling" else 0.0
         workload = entry.get("workload")
-        return Bound(metric, kind, float(entry[kind]), float(entry.get("tolerance", self.default_tolerance())),
+        default = self.default_tolerance()
+        tolerance = default if noise_widened(entry) else entry.get("tolerance", default)
+        return Bound(metric, kind, float(entry[kind]), float(tolerance),
                      float(entry["measured"]) if "measured" in entry else None, str(entry.get("source", "")),
                      slack, dict(workload) if workload is not None else None,
                      tuple(float(x) for x in entry.get("launches", [])),
                      float(entry["target"]) if "target" in entry else None)
+
+    def widened(self) -> list[str]:
+        """`config.scenario.metric` of each entry whose tolerance was widened from noise (ignored: the default
+        applies; --update-baselines removes it)."""
+        return [f"{c}.{s}.{m}" for c, s, m, e in self.entries() if noise_widened(e)]
+
+    def entries(self) -> list[tuple[str, str, str, Any]]:
+        """Every entry: (config, scenario, metric, its table)."""
+        return [(c, s, m, e) for c, scenarios in self.doc.items() if c != "defaults"
+                for s, metrics in scenarios.items() for m, e in metrics.items()]
 
     def has_config(self, config: str) -> bool:
         """Whether the file holds any entry of this config."""
@@ -256,10 +276,25 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
                 added.append((v.config, v.scenario, v.metric, entry))
             why = f"reference of {len(v.launches)} launches" if establishes(v) else v.verdict
             changes.append(Change(v.config, v.scenario, v.metric, before, value, why))
+        changes += migrate(store)
         text = _insert_tables(tomlkit.dumps(doc), added)
         tomlkit.parse(text)  # what is written must read back
         atomic_write(path, text)
     return changes
+
+
+def migrate(store: BaselineStore) -> list[Change]:
+    """Remove every tolerance a recorder widened from noise (the default applies again); one Change each."""
+    out = []
+    default = store.default_tolerance()
+    for config, scenario, metric, entry in store.entries():
+        if noise_widened(entry):
+            value = float(entry["floor" if "floor" in entry else "ceiling"])
+            out.append(Change(config, scenario, metric, value, value,
+                              f"tolerance {entry['tolerance']:g} removed: an old recording widened it from the "
+                              f"spread; the tests weigh the spread, the practical threshold is [defaults] {default:g}"))
+            del entry["tolerance"]
+    return out
 
 
 def _recorded_workload(entry: Any) -> dict[str, Any] | None:

@@ -71,6 +71,10 @@ def check_stores(root: Path, wanted: dict[str, tuple[str, str]]) -> list[str]:
         state = ("MISSING" if not path.exists() else
                  f"nothing for {', '.join(missing)}" if missing else "an entry for each")
         lines.append(f"baselines {path} ({keys[path]}) for {', '.join(configs)}: {state}")
+        if widened := store.widened():
+            lines.append(f"  {len(widened)} entries there (e.g. {widened[0]}) carry a tolerance an old recording "
+                         f"widened from their spread: ignored, [defaults] {store.default_tolerance():g} applies; "
+                         "--update-baselines removes them")
     return lines
 
 
