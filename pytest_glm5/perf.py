@@ -30,6 +30,35 @@ class Fail(Protocol):
     def __call__(self, message: str) -> NoReturn: ...
 
 
+@dataclass(frozen=True)
+class Plan:
+    """How a scenario was measured, so that the gate can add launches of it."""
+
+    concurrency: int
+    num_prompts: int | None
+    repeats: int
+    kw: dict[str, Any]
+
+
+@dataclass
+class Pending:
+    """A scenario whose series the config's rounds measure again: how, which metrics, everything so far."""
+
+    plan: Plan
+    metrics: list[str] | None
+    results: list[BenchResult]
+    test: str = ""  # the test that measured it first: its gate item fails on a regression
+    measure_s: float = 0.0  # what measuring it once took
+
+
+class RoundFailed(Exception):
+    """A round could not measure (the server died, requests failed); the message says what."""
+
+
+def _round_failed(message: str) -> NoReturn:
+    raise RoundFailed(message)
+
+
 @dataclass
 class PerfContext:
     """What every test of one run shares: the pool, the gate, and how provenance is found."""
@@ -45,7 +74,9 @@ class PerfContext:
     commit: str | None = None
     builds: dict[str, Build] = field(default_factory=dict)  # the configs file's [build.NAME] tables
     build: str = DEFAULT_BUILD  # --glm5-build
-    launches: int = 1  # --glm5-launches: server launches per scenario
+    launches: int = 1  # --glm5-launches: launches of each config (its first, then rounds)
+    pending: dict[str, dict[str, Pending]] = field(default_factory=dict)  # config -> scenario -> its series
+    budget: Callable[[str, float], str | None] = lambda config, cost_s: None  # why a round of cost_s may not run
 
     def server(self, config: ServerConfig, build: str, fresh: bool) -> ServerHandle:
         """This config's server on this build; `fresh`: a new launch."""
@@ -107,14 +138,67 @@ def bench(server: ServerHandle, run: PerfContext, fail: Fail, concurrency: int =
     return m.result
 
 
-@dataclass(frozen=True)
-class Plan:
-    """How a scenario was measured, so that the gate can add launches of it."""
+def measure_plan(run: PerfContext, server: ServerHandle, build: str, arm: str, plan: Plan,
+                 fail: Fail) -> list[BenchResult]:
+    """A scenario's repeats on one launch, each result labelled with the launch, build and A/B arm."""
+    launch = f"{build}:{server.pid}:{server.record.launched_at}"
+    out = []
+    for _ in range(plan.repeats):
+        r = bench(server, run, fail, plan.concurrency, plan.num_prompts, **plan.kw)
+        r.launch, r.build, r.arm = launch, build, arm
+        out.append(r)
+    return out
 
-    concurrency: int
-    num_prompts: int | None
-    repeats: int
-    kw: dict[str, Any]
+
+def _arms(ab: tuple[str, str] | None, done: int) -> tuple[str, str]:
+    """The arm and build of a config's launch number `done` (0-based): ABBA blocks under --glm5-ab."""
+    if ab is None:
+        return "", ""
+    arm = "ABBA"[done % 4]
+    return arm, ab[0] if arm == "A" else ab[1]
+
+
+def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -> int:
+    """After a config's last test: relaunch it and measure every pending scenario again, one launch per round,
+    while a series is unresolved (or planned launches remain: --glm5-launches N, an A/B block) and the looks and
+    the budget allow; each round re-judges every scenario it measured. Returns the rounds made."""
+    pend = run.pending.pop(config.name, {})
+    gate = run.gate
+    ab = gate.statistics.ab
+    planned = 4 if ab else run.launches
+    looks = gate.look(1).looks  # nightly: new launches in all; A/B: ABBA blocks
+    done = 1  # the launch the tests measured on
+    made = 0
+    while pend and done < max(planned, 4 * looks if ab else looks):
+        cost = run.pool.load_estimate(config.name) + sum(p.measure_s for p in pend.values())
+        why_not = run.budget(config.name, cost)
+        if why_not is not None:
+            say(f"{config.name}: no round {done + 1} ({len(pend)} series left unresolved): {why_not}")
+            break
+        arm, build = _arms(ab, done)
+        build = build or run.build
+        reason = "planned" if done < planned else f"{len(pend)} scenarios unresolved"
+        say(f"{config.name}: round {done + 1} ({reason}): a new launch{f' of build {build}' if ab else ''} "
+            f"measures {', '.join(pend)}")
+        try:
+            server = run.server(config, build, fresh=True)
+            for p in pend.values():
+                p.results += measure_plan(run, server, build, arm, p.plan, _round_failed)
+        except (ServerError, RoundFailed) as exc:
+            say(f"{config.name}: round {done + 1} failed, the series keep what earlier launches showed: {exc}")
+            break
+        done += 1
+        made += 1
+        if ab and done % 4:
+            continue  # an A/B is judged on whole ABBA blocks
+        look_no = done // 4 if ab else done
+        prov = run.provenance(server)
+        for scenario, p in list(pend.items()):
+            checked = gate.judge(config.name, scenario, p.results, p.metrics, prov, look_no)
+            gate.replace(config.name, scenario, p.results, checked, p.test)
+            if (not checked.undecided or checked.failures) and done >= planned:
+                del pend[scenario]
+    return made
 
 
 class Perf:
@@ -129,44 +213,21 @@ class Perf:
 
     def run(self, scenario: str, concurrency: int, num_prompts: int | None = None, repeats: int | None = None,
             **kw: Any) -> list[BenchResult]:
-        """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value) on each of the run's
-        launches: --glm5-launches N, or an ABBA block of two launches per build under --glm5-ab."""
+        """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value) on the config's live
+        launch (build A's under --glm5-ab). More launches are rounds of the whole config after its last test."""
         plan = Plan(concurrency, num_prompts, self.run_state.repeats or repeats or 1, dict(kw))
         self.plans[scenario] = plan
-        return self._measure(plan, first=True)
-
-    def _order(self, first: bool) -> list[tuple[str, bool, str]]:
-        """(build, fresh launch, A/B arm) per launch to measure on."""
         st = self.run_state
         ab = st.gate.statistics.ab
-        if ab:
-            arms = ["A", "B", "B", "A"]
-            block = [ab[0] if arm == "A" else ab[1] for arm in arms]
-            # Every arm visit is its own launch, except that the block may open on a live server of build A that
-            # no visit of this scenario used yet.
-            reuse_first = first and st.pool.current_build == ab[0] and st.pool.current is not None \
-                and st.pool.current.config.name == self.config
-            return [(b, not (i == 0 and reuse_first), arms[i]) for i, b in enumerate(block)]
-        n = st.launches if first else 1
-        return [(st.build, not (first and i == 0), "") for i in range(n)]
-
-    def _measure(self, plan: Plan, first: bool) -> list[BenchResult]:
-        out: list[BenchResult] = []
-        for build, fresh, arm in self._order(first):
-            problem = None
-            try:
-                server = self.run_state.server(self.server.config, build, fresh)
-            except ServerError as exc:
-                problem = str(exc)
-            if problem is not None:
-                self.fail(problem)
-            self.server = server
-            launch = f"{build}:{server.pid}:{server.record.launched_at}"
-            for _ in range(plan.repeats):
-                r = bench(server, self.run_state, self.fail, plan.concurrency, plan.num_prompts, **plan.kw)
-                r.launch, r.build, r.arm = launch, build, arm
-                out.append(r)
-        return out
+        build, arm = (ab[0], "A") if ab else (st.build, "")
+        problem = None
+        try:
+            self.server = st.server(self.server.config, build, fresh=False)
+        except ServerError as exc:
+            problem = str(exc)
+        if problem is not None:
+            self.fail(problem)
+        return measure_plan(st, self.server, build, arm, plan, self.fail)
 
     def stability(self, concurrency: int, num_prompts: int, error_budget: int = 0, **kw: Any) -> None:
         """Sustained load; fail with every problem found (death, errors, not ready after, fatal log lines,
@@ -195,22 +256,26 @@ class Perf:
 
     def check(self, results: BenchResult | list[BenchResult], scenario: str,
               metrics: list[str] | None = None) -> Checked:
-        """Hold each metric against its floor or ceiling (statistically where its reference has launches), adding
-        launches while a series is noisy and looks remain; fail with one line per failure that needs no family
-        decision (failed requests, a provisional bound's regression). Statistical regressions are decided over the
-        whole run when it ends."""
+        """Hold each metric against its floor or ceiling (statistically where its reference has launches); fail with
+        one line per failure that needs no family decision (failed requests, a provisional bound's regression).
+        A series that one launch cannot resolve, and every series under --glm5-launches N or --glm5-ab, is measured
+        again in the config's rounds after its last test; statistical regressions are decided when the run ends."""
         rs = results if isinstance(results, list) else [results]
         gate = self.run_state.gate
-        look = 1
-        while True:
-            checked = self._judged(partial(self._judge_once, scenario, list(rs), metrics, look))
-            if checked.failures or not checked.undecided or scenario not in self.plans:
-                break
-            look += 1
-            rs = rs + self._measure(self.plans[scenario], first=False)
+        ab = gate.statistics.ab
+        if ab:
+            checked = Checked([], [], undecided=True)  # build B has not been measured yet: its rounds will
+        else:
+            checked = self._judged(partial(self._judge_once, scenario, list(rs), metrics, 1))
         gate.record(self.config, scenario, rs, checked)
         if checked.failures:
             self.fail("\n".join(checked.failures))
+        plan = self.plans.get(scenario)
+        wants_rounds = checked.undecided or self.run_state.launches > 1 or ab
+        if plan is not None and wants_rounds and not self.run_state.pool.settings.external_url:
+            took = sum(r.metrics.get("duration", 0.0) for r in rs)
+            self.run_state.pending.setdefault(self.config, {})[scenario] = Pending(plan, metrics, list(rs),
+                                                                                    measure_s=took)
         return checked
 
     def _judge_once(self, scenario: str, rs: list[BenchResult], metrics: list[str] | None, look: int,

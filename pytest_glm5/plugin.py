@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -257,11 +258,19 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
                 item.user_properties.extend(properties(mine))
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """With GPU leases, a config's server is stopped (or kept idle) after its last test here."""
-    _session(item.config).release_after(_marker_name(item), _marker_name(nextitem) if nextitem else None,
-                                        nextitem is None)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """After a config's last test: its rounds, before pytest tears down the run's fixtures (the pool among them);
+    then, with GPU leases, its server is stopped (or kept idle)."""
+    run = _session(item.config)
+    name, next_name = _marker_name(item), _marker_name(nextitem) if nextitem else None
+    capman = item.config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+        run.rounds_after(name, next_name, nextitem is None)  # its lines are live, not a teardown's captured output
+    try:
+        return (yield)
+    finally:
+        run.release_after(name, next_name, nextitem is None)
 
 
 @pytest.hookimpl(wrapper=True)

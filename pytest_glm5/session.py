@@ -23,7 +23,7 @@ from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores
 from .judge.merge import Merged, MergeError, coverage, decided, join, update
 from .judge.provenance import git_commit
 from .judge.verdicts import Change, ReportError, Verdict, read_report, run_document
-from .perf import PerfContext
+from .perf import PerfContext, rounds
 from .report import exports
 from .report.outputs import Outputs, Written, write_all
 from .report.terminal import (
@@ -490,7 +490,19 @@ class Glm5Session:
         mine = self.gate.verdicts[mark[0]:]
         for v in [*mine, *self.gate.versus[mark[1]:]]:
             v.test = nodeid
+        if self.context is not None:
+            for pending in self.context.pending.values():
+                for p in pending.values():
+                    p.test = p.test or nodeid
         return mine
+
+    def rounds_after(self, name: str | None, next_name: str | None, last: bool) -> None:
+        """After a config's last test here, before the run's fixtures are torn down: its rounds (the launches that
+        resolve its series)."""
+        if self.context is None or name is None or not (last or next_name != name):
+            return
+        if name in self.context.pending and name in (self._configs or {}):
+            rounds(self.context, self.configs[name], lambda line: self.say(f"glm5: {line}"))
 
     def release_after(self, name: str | None, next_name: str | None, last: bool) -> None:
         """With GPU leases, a config's server is stopped (or kept idle) after its last test here: servers of other
@@ -530,7 +542,10 @@ class Glm5Session:
             "time": self.started.isoformat(timespec="seconds"),
             "duration_s": (dt.datetime.now(dt.UTC) - self.started).total_seconds(),
             "commit": git_commit(self.settings.rootdir), "build": self.settings.build_name,
-            "hardware": ", ".join(hardware), "args": self.args}
+            "hardware": ", ".join(hardware), "args": self.args,
+            # Launches are what a night on the real box is made of: each config's count and load times.
+            "launches": {c: {"launches": len(t), "load_s": t}
+                         for c, t in (self.pool.load_s if self.pool is not None else {}).items()}}
         if self.settings.shard is not None and self.shard_configs is not None:
             index, count = self.settings.shard
             out["shard"] = {"index": index, "count": count, "configs": self.shard_configs,

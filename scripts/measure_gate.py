@@ -66,7 +66,7 @@ def nightly_trial(rng: random.Random, base: list[float], pool: list[float]) -> t
         new.append(rng.choice(pool))
         v = against_reference("c", "s", "output_throughput", new, new, bound, {}, Look(ALPHA, look, NIGHTLY_LOOKS,
                                                                                      EFFECT))
-        if v.verdict != "noisy":
+        if v.verdict != "unresolved":
             break
     return v.verdict, len(new)
 

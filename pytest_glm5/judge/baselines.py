@@ -211,7 +211,7 @@ def select_updates(verdicts: Iterable[Verdict], mode: str) -> list[Verdict]:
     """Which verdicts --update-baselines writes: new, improved and re-measured under a changed workload; with
     mode 'all' regressions too. A passing entry is rewritten only to record more launches than its reference holds."""
     wanted = {"new", "improvement", WORKLOAD_CHANGED} | ({"regression"} if mode == "all" else set())
-    return [v for v in verdicts if v.verdict in wanted or (establishes(v) and v.verdict in ("pass", "noisy"))]
+    return [v for v in verdicts if v.verdict in wanted or (establishes(v) and v.verdict in ("pass", "unresolved"))]
 
 
 def unfit_to_record(v: Verdict) -> str | None:

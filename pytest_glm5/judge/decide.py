@@ -3,7 +3,7 @@ against build A, a config against its reference config of the same run; and the 
 
 Every verdict carries its test: the change with its 95% CI, p, the look's alpha, CV and the launches on each side.
 A regression needs both: a drop beyond the tolerance (the practical threshold) and p below the look's alpha. A drop
-beyond the tolerance that is not significant is "noisy", with the launches that would decide it; the caller adds
+beyond the tolerance that is not significant is "unresolved", with the launches that would decide it; the caller adds
 launches while looks remain (alpha spending keeps the total false-alarm rate at alpha).
 """
 
@@ -26,12 +26,16 @@ from .stats import (
 )
 from .verdicts import NOT_JUDGED, WORKLOAD_CHANGED, Bound, Kind, Test, Verdict, workload_differs
 
-__all__ = ["CLIENT_BOUND", "EMULATOR_BOUND", "KNOWN_COST", "NOISY", "NOT_JUDGED"]  # the kinds, by their old names
+__all__ = ["CLIENT_BOUND", "EMULATOR_BOUND", "KNOWN_COST", "NOT_JUDGED", "UNRESOLVED"]  # the kinds, by their old names
 
 EMULATOR_BOUND = Kind.EMULATOR_BOUND
 CLIENT_BOUND = Kind.CLIENT_BOUND  # the load client's own delay is too large a share of the figure: not judged
-NOISY = Kind.NOISY
+UNRESOLVED = Kind.UNRESOLVED
 KNOWN_COST = Kind.KNOWN_COST
+# "pass" means the data rules out a drop beyond the tolerance: the one-sided bound of the change at this confidence
+# lies inside it (as the A/B gate's SAME already works). A drop of exactly the tolerance then reads "pass" in at most
+# 5% of runs, whatever the CV; a run that cannot rule it out says "unresolved" and what would resolve it.
+PASS_CONFIDENCE = 0.95
 AB_TOLERANCE = 0.02  # the practical threshold of an A/B without baselines: a smaller change never fails
 # A GLM-5 launch costs 10-50 minutes: past this many (about a night at 30 minutes each) advice to add launches
 # cannot be followed, and the verdict says so.
@@ -66,10 +70,20 @@ def per_launch(values: Sequence[float], launches: Sequence[str]) -> list[float]:
     return [geometric_mean(v) for v in groups.values()]
 
 
-def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, **extra: Any) -> Test:
+def worst(c: Comparison) -> float:
+    """The worst change (as a gain: negative is a drop) the data allow at PASS_CONFIDENCE, one-sided; -inf when
+    there is no spread to bound it with."""
+    return c.gain_bounds(2 * PASS_CONFIDENCE - 1)[0] if c.testable else -math.inf
+
+
+def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, n_ref: int | None,
+          **extra: Any) -> Test:
     level = look.level
     p = c.p_worse
     out: dict[str, Any] = {"against": against, "describe": c.describe(), "test": test, "tolerance": tolerance,
+            # What this run could see: the worst drop it cannot rule out, and the drop it finds with 95% power.
+            "worst": worst(c) if c.testable else None,
+            "detectable": detectable_drop(c.cv, c.n_new, look.alpha, n_ref) if c.testable else None,
             "change": c.change, "gain": c.gain, "ci": [c.ci_low, c.ci_high], "p_worse": c.p_worse,
             "p_better": c.p_better, "cv": c.cv, "n_new": c.n_new, "n_ref": c.n_ref, "alpha": level,
             "look": look.look, "looks": look.looks,
@@ -81,22 +95,30 @@ def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, 
     return cast(Test, out)
 
 
-def _needed(c: Comparison, look: Look, n_ref: int | None) -> str:
-    """What this run could see, and what finding the effect would take: advice a night can follow, or the honest
+def to_resolve(cv: float, tolerance: float, n_ref: int | None) -> int | None:
+    """New launches (per arm for an A/B) after which an unchanged series reads "pass" at this tolerance with 80%
+    probability; None: the reference is too small for any count."""
+    return launches_needed(cv, tolerance, 1 - PASS_CONFIDENCE, n_ref, power=0.8)
+
+
+def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> str:
+    """What this run could see, and what resolving the series would take: advice a night can follow, or the honest
     word that it cannot."""
-    seen = detectable_drop(c.cv, c.n_new, look.alpha, n_ref)
     plural = "es" if c.n_new != 1 else ""
-    could = f"with {c.n_new} launch{plural} this run could see a drop of {seen * 100:.0f}% or more"
-    n = launches_needed(c.cv, look.effect, look.alpha, n_ref)
+    if not c.testable:
+        return f"{c.n_new} launch{plural} and no spread to test with: nothing ruled out; add launches"
+    finds = detectable_drop(c.cv, c.n_new, look.alpha, n_ref)
+    could = f"with {c.n_new} launch{plural} this run rules out only a drop beyond {-worst(c) * 100:.1f}% " \
+            f"(tolerance {tolerance * 100:g}%) and finds one of {finds * 100:.0f}% or more"
+    n = to_resolve(c.cv, tolerance, n_ref)
     if n is None:
-        return f"CV {c.cv * 100:.1f}%: {could}; the {c.n_ref} reference launches cannot find a " \
-               f"{look.effect * 100:g}% drop at any count: record more (--update-baselines --glm5-launches 5)"
+        return f"CV {c.cv * 100:.1f}%: {could}; the {c.n_ref} reference launches cannot resolve " \
+               f"{tolerance * 100:g}% at any count: record more (--update-baselines --glm5-launches 5)"
     side = "launches per arm" if n_ref is None else "new launches"
     if n > AFFORDABLE_LAUNCHES:
-        return f"CV {c.cv * 100:.1f}%: {could}; a {look.effect * 100:g}% drop would take about {n} {side}, more " \
+        return f"CV {c.cv * 100:.1f}%: {could}; resolving {tolerance * 100:g}% would take about {n} {side}, more " \
                f"than a night affords: lower the launch-to-launch spread or judge a wider tolerance"
-    return f"CV {c.cv * 100:.1f}%: {could}; about {n} {side} would find a {look.effect * 100:g}% drop with 95% " \
-           "power (--glm5-max-repeats)"
+    return f"CV {c.cv * 100:.1f}%: {could}; about {n} {side} would resolve it (80% power; --glm5-max-repeats)"
 
 
 def against_reference(config: str, scenario: str, metric: str, samples: list[float], launches: list[float],
@@ -113,19 +135,19 @@ def against_reference(config: str, scenario: str, metric: str, samples: list[flo
     # A ceiling's slack (ms) is part of its practical threshold: timer jitter is not a change worth a verdict.
     tolerance = max(bound.tolerance, bound.slack / geometric_mean(bound.launches)) if bound.slack else bound.tolerance
     v.stat = _stat(c, f"{len(bound.launches)} reference launches", f"t-test at alpha {_a(look.level)}, look "
-                   f"{look.look} of {look.looks}", tolerance, look)
+                   f"{look.look} of {look.looks}", tolerance, look, len(bound.launches))
     v.verdict = _nightly(c, tolerance, look.level)
-    if v.verdict == NOISY:
-        v.note = _needed(c, look, len(bound.launches))
+    if v.verdict == UNRESOLVED:
+        v.note = _needed(c, look, len(bound.launches), tolerance)
     return v
 
 
 def _nightly(c: Comparison, tolerance: float, level: float) -> str:
     if -c.gain > tolerance:
-        return "regression" if c.p_worse < level else NOISY
+        return "regression" if c.p_worse < level else UNRESOLVED
     if c.gain > tolerance and c.p_better < level:
         return "improvement"
-    return "pass"
+    return "pass" if worst(c) >= -tolerance else UNRESOLVED
 
 
 def _a(alpha: float) -> str:
@@ -135,7 +157,7 @@ def _a(alpha: float) -> str:
 def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], names: tuple[str, str],
        samples_b: list[float], look: Look, tolerance: float = AB_TOLERANCE) -> Verdict:
     """Build B against build A: SAME / DIFFERENT / UNKNOWN; DIFFERENT and worse beyond the tolerance is a
-    regression, UNKNOWN is noisy."""
+    regression, UNKNOWN is unresolved."""
     c = compare(b, a, higher_is_better(metric))
     answer = ab_decision(c, tolerance, look.level, look.effect, look.alpha)
     spread = summarize_repeats(samples_b)
@@ -146,14 +168,14 @@ def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], 
     v = Verdict(config, scenario, metric, measured, None, "pass", spread, samples_b, launches=list(b))
     v.stat = _stat(c, f"build {names[0]} ({len(a)} launches)", f"{names[1]} vs {names[0]}, t-test at alpha "
                    f"{_a(look.level)}, look {look.look} of {look.looks}, SAME = {100 - 200 * look.alpha:g}% CI "
-                   f"inside +-{look.effect * 100:g}%", tolerance, look, answer=answer + direction, build_a=names[0],
-                   build_b=names[1], launches_a=list(a))
+                   f"inside +-{look.effect * 100:g}%", tolerance, look, None, answer=answer + direction,
+                   build_a=names[0], build_b=names[1], launches_a=list(a))
     if answer == "DIFFERENT":
         beyond = abs(c.gain) > tolerance
         v.verdict = ("regression" if c.gain < 0 else "improvement") if beyond else "pass"
     elif answer == "UNKNOWN":
-        v.verdict = NOISY
-        v.note = _needed(c, look, None)
+        v.verdict = UNRESOLVED
+        v.note = _needed(c, look, None, look.effect)
     return v
 
 
@@ -163,7 +185,7 @@ def against_config(config: str, scenario: str, metric: str, new: list[float], re
     between-launch variance also comes from the recorded references of both (`prior`)."""
     c = compare(new, ref, higher_is_better(metric), prior=prior)
     v = Verdict(config, scenario, metric, geometric_mean(new), None, "pass", launches=list(new))
-    v.stat = _stat(c, ref_name, f"t-test at alpha {_a(look.level)}", tolerance, look, compare_to=ref_name)
+    v.stat = _stat(c, ref_name, f"t-test at alpha {_a(look.level)}", tolerance, look, len(ref), compare_to=ref_name)
     v.verdict = _nightly(c, tolerance, look.level)
     if v.verdict == "regression" and expected_slower:
         v.verdict = KNOWN_COST
@@ -171,7 +193,7 @@ def against_config(config: str, scenario: str, metric: str, new: list[float], re
     elif v.verdict == "regression" and len(new) < 2:
         # As for a series against its own reference: one launch of a config can be a slow launch (a 2.5-sigma launch
         # factor moved every metric of one config by -5% in a rehearsal of unchanged code), so it is not confirmed.
-        v.verdict = NOISY
+        v.verdict = UNRESOLVED
         v.note = "seen on one launch of this config; --glm5-launches 2 confirms or clears it"
     return v
 
@@ -192,8 +214,8 @@ class Family:
 
 def family(verdicts: Sequence[Verdict], q: float) -> Family:
     """Benjamini-Hochberg over every statistical series of the run: a regression (or improvement) it does not
-    confirm becomes noisy (pass), with the reason. Verdicts already decided are decided again from what their own
-    test said; the given verdicts are not changed."""
+    confirm becomes unresolved (an improvement: pass), with the reason. Verdicts already decided are decided again
+    from what their own test said; the given verdicts are not changed."""
     alone = [v.undecided() for v in verdicts]
     tested = [i for i, v in enumerate(alone) if v.stat]
     if not tested:
@@ -208,6 +230,6 @@ def family(verdicts: Sequence[Verdict], q: float) -> Family:
             stat = cast(Test, dict(v.stat))
             if "answer" in stat:
                 stat["answer"] = "UNKNOWN"
-            out[i] = replace(v, verdict=NOISY if v.verdict != "improvement" else "pass", note=why, stat=stat,
+            out[i] = replace(v, verdict=UNRESOLVED if v.verdict != "improvement" else "pass", note=why, stat=stat,
                              alone=(v.verdict, v.note, v.stat.get("answer")))
     return Family(len(tested), out)

@@ -37,7 +37,7 @@ def _client_bound(results: Sequence[BenchResult]) -> Callable[[str, float], str 
     return why
 
 
-JUDGED = ("pass", "regression", "improvement", decide.NOISY, decide.KNOWN_COST)
+JUDGED = ("pass", "regression", "improvement", decide.UNRESOLVED, decide.KNOWN_COST)
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def workload_of(workload: Workload) -> dict[str, object]:
 @dataclass
 class Checked:
     """What one perf.check produced: verdicts, the lines that fail the test now, and whether another launch could
-    decide a noisy series."""
+    decide an unresolved series."""
 
     verdicts: list[Verdict]
     failures: list[str]
@@ -216,13 +216,14 @@ class PerfGate:
                 failures.append(loud + "; record them with --update-baselines, or set --glm5-baselines / the "
                                 "hardware key to where they are (this fails under CI=true or "
                                 "--glm5-require-baselines)")
-        # Noisy: another launch may decide it. A regression seen on one launch only is confirmed on a second (a host
-        # hiccup hits one measurement); requiring more evidence never raises the false-alarm rate.
-        undecided = any(v.stat and (v.verdict == decide.NOISY or (v.verdict == "regression" and len(v.launches) < 2))
+        # Unresolved: another launch may decide it. A regression seen on one launch only is confirmed on a second (a
+        # host hiccup hits one measurement); requiring more evidence never raises the false-alarm rate.
+        undecided = any(v.stat and (v.verdict == decide.UNRESOLVED
+                                    or (v.verdict == "regression" and len(v.launches) < 2))
                         for v in out) and not look.last
         if self.strict and not undecided:
             failures += [v.line() + "; --glm5-strict-baselines fails what cannot be decided" for v in out
-                         if v.verdict == decide.NOISY]
+                         if v.verdict == decide.UNRESOLVED]
         return Checked(out, failures, undecided)
 
     def record(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked) -> None:
@@ -231,6 +232,24 @@ class PerfGate:
         self.verdicts.extend(checked.verdicts)
         if not self.statistics.ab and results:  # a derived metric (no results of its own) has no launches to test
             self.versus.extend(self._versus(config, scenario, checked.verdicts))
+
+    def replace(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked,
+                test: str) -> None:
+        """A round's verdicts of a scenario in place of the earlier ones (same metrics), keeping the test that
+        measured it first; its compare_to verdicts are made again."""
+        metrics = {v.metric for v in checked.verdicts}
+        test = test or next((v.test for v in self.verdicts if (v.config, v.scenario) == (config, scenario)
+                             and v.metric in metrics and v.test), "")
+        self.verdicts = [v for v in self.verdicts
+                         if not ((v.config, v.scenario) == (config, scenario) and v.metric in metrics)]
+        self.versus = [v for v in self.versus
+                       if not ((v.config, v.scenario) == (config, scenario) and v.metric in metrics)]
+        for v in checked.verdicts:
+            v.test = test
+        self.record(config, scenario, results, checked)
+        for v in self.versus:
+            if (v.config, v.scenario) == (config, scenario) and v.metric in metrics:
+                v.test = test
 
     def _versus(self, config: str, scenario: str, verdicts: list[Verdict]) -> list[Verdict]:
         return versus_of(config, scenario, verdicts, self.verdicts, self.references, self.statistics)

@@ -21,7 +21,7 @@ class Kind(StrEnum):
     IMPROVEMENT = "improvement"
     NEW = "new"
     WORKLOAD_CHANGED = "workload changed"
-    NOISY = "noisy"  # the data cannot tell: more launches would
+    UNRESOLVED = "unresolved"  # the data rules out neither a drop beyond the tolerance nor its absence
     KNOWN_COST = "known cost"  # slower than its reference as the config says it must be
     EMULATOR_BOUND = "emulator-bound"  # the emulator fell behind its model: the host was measured
     CLIENT_BOUND = "client-bound"  # the load client's own delay is too large a share of the figure
@@ -31,6 +31,7 @@ class Kind(StrEnum):
 
 
 NOT_JUDGED = (Kind.EMULATOR_BOUND, Kind.CLIENT_BOUND)
+RENAMED = {"noisy": Kind.UNRESOLVED}  # what reports before issue 20 called a verdict, for history and compare
 
 
 class Test(TypedDict, total=False):
@@ -46,6 +47,8 @@ class Test(TypedDict, total=False):
     p_worse: float
     p_better: float
     cv: float
+    worst: float | None  # the worst change (a gain; negative: a drop) the data allow at 95%, one-sided
+    detectable: float | None  # the drop this run finds with 95% power at its alpha (a fraction)
     n_new: int
     n_ref: int
     alpha: float  # the level of this look
@@ -272,8 +275,8 @@ def verdict_from_doc(d: dict[str, Any], where: str = "report") -> Verdict:
             _number(b.get("slack") or 0.0, f"{at} bound slack"), b.get("workload"),
             tuple(_number(x, f"{at} bound launches") for x in b.get("launches") or ()), b.get("target"))
         return Verdict(d["config"], d["scenario"], d["metric"], _number(d["measured"], f"{at} measured"), bound,
-                       d["verdict"], dict(d.get("spread") or {}), [_number(x, f"{at} samples")
-                                                                     for x in d.get("samples") or []],
+                       RENAMED.get(d["verdict"], d["verdict"]), dict(d.get("spread") or {}),
+                       [_number(x, f"{at} samples") for x in d.get("samples") or []],
                        dict(d.get("workload") or {}), dict(d.get("provenance") or {}),
                        [_number(x, f"{at} launches") for x in d.get("launches") or []],
                        _test(d.get("test")), d.get("note") or "", d.get("test_id") or "", d.get("model") or "",

@@ -94,7 +94,7 @@ def table(verdicts: Sequence[dict[str, Any]]) -> list[str]:
 
 def order(verdicts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Regressions first, then the rest that needs a look, then the good ones; stable within a kind."""
-    rank = {"regression": 0, "noisy": 1, "workload changed": 2, "new": 3, "improvement": 4}
+    rank = {"regression": 0, "unresolved": 1, "workload changed": 2, "new": 3, "improvement": 4}
     return sorted(verdicts, key=lambda d: rank.get(d["verdict"], 5))
 
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..judge.decide import CLIENT_BOUND, EMULATOR_BOUND, KNOWN_COST, NOISY
+from ..judge.decide import CLIENT_BOUND, EMULATOR_BOUND, KNOWN_COST, UNRESOLVED
 from ..judge.verdicts import WORKLOAD_CHANGED, Change, Verdict, fmt, times, unit_of
 from .trends import target_line
 
@@ -73,7 +73,7 @@ class WorkerLines:
 
 
 MARKS = {"pass": "ok", "regression": "REGRESSION", "improvement": "improved", "new": "new",
-         WORKLOAD_CHANGED: "workload changed", NOISY: "noisy", EMULATOR_BOUND: "emulator-bound",
+         WORKLOAD_CHANGED: "workload changed", UNRESOLVED: "unresolved", EMULATOR_BOUND: "emulator-bound",
          CLIENT_BOUND: "client-bound", KNOWN_COST: "known cost"}
 
 
@@ -81,7 +81,7 @@ def _verdict_cell(v: Verdict) -> str:
     answer = v.stat.get("answer") if v.stat else None
     mark = MARKS[v.verdict]
     if answer:
-        return answer if mark in ("ok", "noisy") else f"{answer} {mark}"
+        return answer if mark in ("ok", "unresolved") else f"{answer} {mark}"
     return mark
 
 
@@ -149,8 +149,9 @@ def outcome_line(verdicts: Sequence[Verdict], regressed: Sequence[Verdict], prob
                  known: frozenset[str] = frozenset()) -> str:
     """The run's last word: `FAILED: 2 regressions (tp8 single-stream output_throughput -11.9%, ...)`, or PASSED."""
     judged = [v for v in verdicts if v.verdict in ("pass", "regression", "improvement", KNOWN_COST)]
-    not_judged = [v for v in verdicts if v.verdict in (EMULATOR_BOUND, CLIENT_BOUND, NOISY, WORKLOAD_CHANGED, "new")]
-    tail = (f"; {len(judged)} series decided, {len(not_judged)} not (noisy, not judged, new or workload changed)"
+    not_judged = [v for v in verdicts
+                  if v.verdict in (EMULATOR_BOUND, CLIENT_BOUND, UNRESOLVED, WORKLOAD_CHANGED, "new")]
+    tail = (f"; {len(judged)} series decided, {len(not_judged)} not (unresolved, not judged, new or workload changed)"
             if not_judged else f"; {len(judged)} series decided") if verdicts else ""
     expected = [name for name in problems if name in known]
     failed = [name for name in problems if name not in known]
@@ -190,7 +191,7 @@ def grouped_reasons(verdicts: Sequence[Verdict]) -> list[str]:
 def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update_mode: str | None,
                   server_problems: dict[str, str], update_errors: Sequence[str], family_size: int = 0,
                   alpha: float = 0.0) -> list[str]:
-    """Regressions, improvements (with the hint), noisy and emulator-bound series, new metrics, crashed or skipped
+    """Regressions, improvements (with the hint), unresolved and emulator-bound series, new metrics, crashed or skipped
     configs, baseline changes."""
     out: list[str] = []
     regs = [v for v in verdicts if v.verdict == "regression"]
@@ -204,10 +205,10 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     if regs:
         out.append(f"regressions ({len(regs)}):")
         out += [f"  {v.line()}" for v in regs]
-    noisy = [v for v in verdicts if v.verdict == NOISY]
-    if noisy:
-        out.append(f"too noisy to decide ({len(noisy)}; they fail only with --glm5-strict-baselines):")
-        out += [f"  {v.line()}" for v in noisy]
+    unresolved = [v for v in verdicts if v.verdict == UNRESOLVED]
+    if unresolved:
+        out.append(f"unresolved ({len(unresolved)}; they fail only with --glm5-strict-baselines):")
+        out += [f"  {v.line()}" for v in unresolved]
     for kind, title in ((EMULATOR_BOUND, "not judged, the emulator could not keep up with its model"),
                         (CLIENT_BOUND, "not judged, the load client measured its own delay (never a pass, never "
                                        "a regression)")):
@@ -282,7 +283,7 @@ def campaign_lines(versus: Sequence[Verdict]) -> list[str]:
         parts = []
         for v in vs:
             lo, hi = v.stat["ci"]
-            mark = {"regression": " REGRESSION", KNOWN_COST: " (known cost)", NOISY: " (noisy)",
+            mark = {"regression": " REGRESSION", KNOWN_COST: " (known cost)", UNRESOLVED: " (unresolved)",
                     "improvement": " (better)"}.get(v.verdict, "")
             parts.append(f"{v.scenario} {v.metric} {v.stat['change'] * 100:+.1f}% [{lo * 100:+.1f}%, "
                          f"{hi * 100:+.1f}%]{mark}")

@@ -92,6 +92,7 @@ class ServerPool:
     identify: Callable[[Build], dict[str, Any]] | None = None  # a build's identity (builds.identity)
     current_build: str | None = None
     launches: int = 0  # servers launched by this run (each is a sample of the launch-to-launch variance)
+    load_s: dict[str, list[float]] = field(default_factory=dict)  # config -> seconds each launch took to be ready
     leases: LeaseBook | None = None  # the book of the current config's machine
     leases_for: Callable[[ServerConfig], LeaseBook | None] | None = None  # each config's book (emulated profiles)
     lease: Lease | None = None  # the current server's
@@ -108,6 +109,11 @@ class ServerPool:
             raise ServerError(f"no model path for config {config.name}: pass --glm5-model-path, set ini "
                               "glm5_model_path or env GLM5_MODEL_PATH, or give the config a model")
         return model
+
+    def load_estimate(self, name: str) -> float:
+        """Seconds a launch of this config took to be ready in this run (0.0: none yet)."""
+        rec = self.records.get(name)
+        return rec.startup_s if rec is not None else 0.0
 
     def get(self, config: ServerConfig, build: Build | None = None, fresh: bool = False) -> ServerHandle:
         """The live server for this config (on this build): the current one, a reused one, or a new launch;
@@ -198,6 +204,7 @@ class ServerPool:
         self.lease = lease
         self.current_build = wanted
         self.launches += 1
+        self.load_s.setdefault(config.name, []).append(round(handle.record.startup_s, 3))
         return handle
 
     def _need(self, config: ServerConfig, engine: Engine) -> int:

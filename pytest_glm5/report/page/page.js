@@ -30,7 +30,7 @@
   head.append(el("div", { class: "meta", text: [run.hardware, run.commit && "commit " + run.commit, run.build,
     run.time, run.duration_s != null && `${Math.round(run.duration_s)} s`].filter(Boolean).join(" · ") }));
   const pills = el("div", { class: "pills" });
-  const kinds = [["regression", "bad"], ["improvement", "good"], ["pass", ""], ["noisy", "warn"], ["new", ""],
+  const kinds = [["regression", "bad"], ["improvement", "good"], ["pass", ""], ["unresolved", "warn"], ["new", ""],
     ["workload changed", "warn"], ["emulator-bound", "warn"], ["client-bound", "warn"], ["known cost", ""]];
   for (const [k, cls] of kinds) if (D.counts[k]) pills.append(el("span", { class: "pill " + cls, text: `${D.counts[k]} ${k}` }));
   if (D.crashes) pills.append(el("span", { class: "pill bad", text: `${D.crashes} crashed` }));
