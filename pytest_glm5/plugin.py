@@ -173,6 +173,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if got.deselected:
         config.hook.pytest_deselected(items=[by_id[n] for n in got.deselected])
     items[:] = [by_id[n] for n in got.order]
+    if _session(config).settings.plan:
+        pytest.exit("glm5: --glm5-plan: the plan above; nothing was launched", returncode=0)
 
 
 def _fail(message: str) -> NoReturn:

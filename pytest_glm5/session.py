@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +20,13 @@ from typing import Any
 
 from . import proxies
 from .configs import ConfigError, ServerConfig, load_configs
+from .judge.baselines import BaselineError, BaselineStore, baseline_path, write_costs
 from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores, versus_all
 from .judge.merge import Merged, MergeError, coverage, decided, join, update
 from .judge.provenance import git_commit
 from .judge.verdicts import Change, ReportError, Verdict, read_report, run_document
 from .perf import PerfContext, rounds
+from .plan import ASSUMED_LOAD_S, ASSUMED_MEASURE_S_PER_TEST, Budget, ConfigCost, Plan, hours
 from .report import exports
 from .report.outputs import Outputs, Written, write_all
 from .report.terminal import (
@@ -140,6 +143,11 @@ class Glm5Session:
         self.written: Written | None = None
         self.errors: list[str] = []
         self.regressed: list[Verdict] = []  # the gate's failed items: confirmed regressions and provisional ones
+        self.plan: Plan | None = None
+        self.budget: Budget | None = None
+        self._measuring_since: dict[str, float] = {}  # config -> when its first test got its server here
+        self.measure_s: dict[str, float] = {}  # config -> what its tests took on its first launch here
+        self.tests_run: dict[str, int] = {}
 
     # --- what the run is made of ---------------------------------------------------------------------------------
 
@@ -401,7 +409,59 @@ class Glm5Session:
             kept = {str(d.get("config")) for d in store.read()[KEPT].values()}
             groups = dict(sorted(groups.items(), key=lambda kv: kv[0] not in kept))
         out.order = plain + [nodeid for group in groups.values() for nodeid in group]
+        self.plan = self.make_plan({name: len(ids) for name, ids in groups.items()})
+        if self.worker is None and self.plan.costs:
+            for line in self.plan.lines():
+                self.say(f"glm5: plan: {line}")
+        if self.settings.budget is not None:
+            first = {c.config: c.launch_s * self.plan.planned for c in self.plan.costs}
+            self.budget = Budget(self.settings.budget, first)
         return out
+
+    def round_allowed(self, config: str, measured_s: float) -> str | None:
+        """Why a round of this config may not run (None: it may): priced by the plan where the engine models its
+        box (the emulator), else by what this run measured (`measured_s`)."""
+        if self.budget is None:
+            return None
+        cost = next((c.launch_s for c in (self.plan.costs if self.plan else []) if c.config == config), measured_s)
+        cfg = self.configs[config]
+        return self.budget.round(config, cost if self.engine_for(cfg).modeled_load(cfg) is not None else measured_s)
+
+    def make_plan(self, tests: Mapping[str, int]) -> Plan:
+        """Each config's launch cost on this box (recorded with its baselines, else what the engine models, else
+        assumed) and the launches the settings give it."""
+        s = self.settings
+        planned = 4 if s.ab else s.launches
+        most = 2 * (s.max_repeats or 8) if s.ab else (s.max_repeats or 5)
+        return Plan([self.cost_of(name, n) for name, n in tests.items()], s.budget, planned, max(0, most - planned))
+
+    def _store_of(self, cfg: ServerConfig) -> tuple[Path, BaselineStore] | None:
+        model = cfg.model or self.settings.model
+        hw = self.hardware_known(cfg)
+        if model is None or hw is None:
+            return None
+        path = baseline_path(self.settings.baselines_root, hw, model)
+        try:
+            return path, BaselineStore(path)
+        except BaselineError:
+            return None  # check_baselines said why already
+
+    def cost_of(self, name: str, tests: int) -> ConfigCost:
+        """What one launch of this config, measuring `tests` tests, costs on this box."""
+        cfg = self.configs[name]
+        found = self._store_of(cfg)
+        stored = found[1].cost(name) if found is not None else None
+        if stored and stored.get("tests"):
+            per_test = float(stored.get("measure_s", 0.0)) / int(stored["tests"])
+            return ConfigCost(name, tests, float(stored.get("load_s", 0.0)), per_test * tests,
+                              str(stored.get("source") or f"recorded {stored.get('updated', '')}"))
+        try:
+            modeled = self.engine_for(cfg).modeled_load(cfg)
+        except EngineError:
+            modeled = None
+        load, source = modeled if modeled is not None else (ASSUMED_LOAD_S, "assumed (none recorded here)")
+        return ConfigCost(name, tests, load, ASSUMED_MEASURE_S_PER_TEST * tests,
+                          f"load {source}, {hours(ASSUMED_MEASURE_S_PER_TEST)} a test assumed")
 
     def check_baselines(self, used: dict[str, ServerConfig]) -> None:
         """Read every baselines file the run will use now, not after a model load and a load run."""
@@ -461,13 +521,20 @@ class Glm5Session:
         s = self.settings
         self.context = PerfContext(pool, gate, s.rootdir, hardware=s.hardware, repeats=s.repeats,
                                    gpus=self.visible_gpus, nvml_key=self.nvml_key, builds=self.builds,
-                                   build=s.build_name, launches=s.launches)
+                                   build=s.build_name, launches=s.launches,
+                                   budget=self.round_allowed)
         return self.context
 
     def server(self, pool: ServerPool, name: str) -> Served:
         """The live server of a test's config, or why the test gets none."""
+        why_not = self.budget.begin(name) if self.budget is not None else None
+        if why_not is not None:
+            return Served(skip=f"{name}: {why_not} (--glm5-budget)")
+        self.tests_run[name] = self.tests_run.get(name, 0) + 1
         try:
-            return Served(handle=pool.get(self.configs[name], self.builds[self.settings.build_name]))
+            handle = pool.get(self.configs[name], self.builds[self.settings.build_name])
+            self._measuring_since.setdefault(name, time.monotonic())
+            return Served(handle=handle)
         except ConfigMismatch as exc:
             detail = f"external server differs from config {exc.config}: " + "; ".join(exc.diffs)
             return Served(fail=detail) if pool.settings.strict else Served(skip=detail)
@@ -501,6 +568,8 @@ class Glm5Session:
         resolve its series)."""
         if self.context is None or name is None or not (last or next_name != name):
             return
+        if name in self._measuring_since and name not in self.measure_s:
+            self.measure_s[name] = time.monotonic() - self._measuring_since[name]
         if name in self.context.pending and name in (self._configs or {}):
             rounds(self.context, self.configs[name], lambda line: self.say(f"glm5: {line}"))
 
@@ -601,6 +670,8 @@ class Glm5Session:
         if s.update_baselines and self.view.verdicts:
             self.changes = update(s.baselines_root, self.view.verdicts, s.update_baselines)
             red = bool(self.changes[1])  # asked to record, could not: not a green run
+            if not s.ab:
+                self.record_costs()
         if (self.outputs.any or bench_json) and not collect_only:  # --collect-only measured nothing to report
             doc = self.document(self.view, self.changes[0])
             self.written = write_all(doc, self.outputs)
@@ -614,6 +685,35 @@ class Glm5Session:
             self.errors += self.written.errors
             red = red or bool(self.written.errors)  # asked for an output, did not get it
         return self.view.confirmed, red
+
+    def record_costs(self) -> None:
+        """With the baselines: what a launch of each config measured here cost (load, and its tests on one launch),
+        for the plans of later runs. The emulator's are in model time (its modeled load, its measuring divided by
+        the time scale): a plan of the rehearsal is a plan of the real box."""
+        if self.pool is None:
+            return
+        today = dt.date.today().isoformat()
+        by_file: dict[Path, dict[str, dict[str, Any]]] = {}
+        for name, measured in self.measure_s.items():
+            cfg = (self._configs or {}).get(name)
+            found = self._store_of(cfg) if cfg is not None else None
+            loads = self.pool.load_s.get(name, [])
+            if found is None or not loads or not self.tests_run.get(name):
+                continue
+            modeled = self.engine_for(cfg).modeled_load(cfg) if cfg is not None else None
+            scale = self.settings.sim_time_scale if modeled is not None else 1.0
+            load = modeled[0] if modeled is not None else sorted(loads)[len(loads) // 2]
+            measure = max(0.0, measured - loads[0]) / scale
+            source = (f"rehearsal {today}: modeled load, measuring in model time" if modeled is not None else
+                      f"measured {today} over {len(loads)} launches")
+            by_file.setdefault(found[0], {})[name] = {"load_s": round(load, 1), "measure_s": round(measure, 1),
+                                                      "tests": self.tests_run[name], "launches": len(loads),
+                                                      "source": source}
+        for path, costs in by_file.items():
+            try:
+                write_costs(path, costs)
+            except (OSError, BaselineError) as exc:
+                self.errors.append(f"cannot record launch costs in {path}: {exc}")
 
     def benchmarks(self) -> list[dict[str, Any]]:
         """This run's results as pytest-benchmark entries (for its --benchmark-json of a run with its own)."""
@@ -655,9 +755,26 @@ class Glm5Session:
             tr.write_line(f"GPU telemetry: none ({describe(self.gpus())})")
         for line in wrapped([f"glm5 {line}" for line in (self.written.lines if self.written else [])]):
             tr.write_line(line)
+        for line in wrapped(self.spent_lines()):
+            tr.write_line(line)
         known = frozenset(n for n, c in (self._configs or {}).items() if c.known_issue)
         last = outcome_line(view.verdicts, regressed, view.problems, known)
         tr.write_line(last, red=last.startswith("FAILED"), green=last.startswith("PASSED"), bold=True)
+
+
+    def spent_lines(self) -> list[str]:
+        """Launches and time against the plan: `launches: tp8 5 (1 + 4 rounds), ep8 1; 6 launches in 0.4 h of
+        the planned 0.2 h (budget 8 h)`."""
+        if self.pool is None or not self.pool.load_s or self.plan is None:
+            return []
+        planned = self.plan.planned
+        each = [f"{c} {len(t)}" + (f" ({planned} + {len(t) - planned} rounds)" if len(t) > planned else "")
+                for c, t in self.pool.load_s.items()]
+        took = (dt.datetime.now(dt.UTC) - self.started).total_seconds()
+        budget = f"; {hours(self.budget.charged)} of the budget's {hours(self.budget.limit_s)} as the plan prices " \
+                 "them" if self.budget is not None else ""
+        return [f"launches: {', '.join(each)}; {sum(len(t) for t in self.pool.load_s.values())} launches in "
+                f"{hours(took)}{budget}"]
 
 
 def _references(configs: Mapping[str, ServerConfig]) -> dict[str, Reference]:

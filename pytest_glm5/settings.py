@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import tempfile
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -59,6 +60,17 @@ def _launches(value: str) -> int:
     if number > MAX_LAUNCHES:
         raise ValueError(f"must be a whole number from 1 to {MAX_LAUNCHES} (each is a server launch)")
     return number
+
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(h|m|min|s)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """`8h`, `90m`, `45min`, `3600s` or `3600` (seconds) -> seconds; ValueError naming the forms."""
+    m = _DURATION_RE.match(text)
+    if m is None or float(m.group(1)) <= 0:
+        raise ValueError("must be a positive duration: 8h, 90m, 3600s or 3600 (seconds)")
+    return float(m.group(1)) * {"h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0, None: 1.0}[m.group(2)]
 
 
 def parse_effect(value: str) -> float:
@@ -238,6 +250,10 @@ SETTINGS: tuple[Setting, ...] = (
             parse=parse_shard),
     Setting("glm5-ab", "A/B patch gate: run each scenario on builds A and B in ABBA blocks and judge B against A "
             "(SAME / DIFFERENT / UNKNOWN); no baselines needed", ini=False, parse=parse_ab),
+    Setting("glm5-budget", "bound the run's time on the box, e.g. 8h or 90m: rounds (extra launches) run only "
+            "while they fit after the first launches of the configs not yet run", parse=parse_duration),
+    Setting("glm5-plan", "print the run's plan (configs, launches, estimated time on this box) and launch nothing",
+            flag=True, ini=False),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -353,6 +369,8 @@ class Settings:
     build: str | None = None
     shard: tuple[int, int] | None = None
     ab: tuple[str, str] | None = None
+    budget: float | None = None  # seconds
+    plan: bool = False
 
     @classmethod
     def resolve(cls, sources: Sources, rootdir: Path, invocation_dir: Path) -> Settings:

@@ -53,6 +53,10 @@ ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
     "target": (int, float),
 }
 DEFAULTS_KEYS = {"tolerance", "latency_slack_ms", "note", "source", "method"}
+COSTS = "costs"  # [costs.CONFIG]: what a launch of the config costs on this hardware (plan.py), not a config
+COST_KEYS: dict[str, type | tuple[type, ...]] = {"load_s": (int, float), "measure_s": (int, float), "tests": int,
+                                                 "launches": int, "source": str, "updated": (str, dt.date)}
+RESERVED = ("defaults", COSTS)
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -92,8 +96,15 @@ def _validate(path: Path, doc: dict[str, Any]) -> None:
             _check_tolerance(path, "[defaults]", value)
         if key == "latency_slack_ms" and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0):
             raise BaselineError(f"{path}: [defaults]: latency_slack_ms must be a number >= 0, got {value!r}")
+    for config, cost in doc.get(COSTS, {}).items():
+        for key, value in (cost.items() if isinstance(cost, dict) else [("", cost)]):
+            want = COST_KEYS.get(key)
+            if want is None or not isinstance(value, want) or isinstance(value, bool) or \
+                    (isinstance(value, int | float) and value < 0):
+                raise BaselineError(f"{path}: [costs.{config}]: {key or 'the entry'} must be one of "
+                                    f"{', '.join(COST_KEYS)} (numbers >= 0), got {value!r}")
     for config, scenarios in doc.items():
-        if config == "defaults":
+        if config in RESERVED:
             continue
         if not isinstance(scenarios, dict):
             raise BaselineError(f"{path}: {config!r} must be a table of scenarios, got {type(scenarios).__name__}")
@@ -195,12 +206,17 @@ class BaselineStore:
 
     def entries(self) -> list[tuple[str, str, str, Any]]:
         """Every entry: (config, scenario, metric, its table)."""
-        return [(c, s, m, e) for c, scenarios in self.doc.items() if c != "defaults"
+        return [(c, s, m, e) for c, scenarios in self.doc.items() if c not in RESERVED
                 for s, metrics in scenarios.items() for m, e in metrics.items()]
 
     def has_config(self, config: str) -> bool:
         """Whether the file holds any entry of this config."""
-        return bool(self.doc.get(config))
+        return config not in RESERVED and bool(self.doc.get(config))
+
+    def cost(self, config: str) -> dict[str, Any] | None:
+        """What a launch of this config cost here when it was last recorded (`[costs.CONFIG]`), or None."""
+        cost = self.doc.get(COSTS, {}).get(config)
+        return dict(cost) if cost is not None else None
 
     def metrics_of(self, config: str, scenario: str) -> list[str]:
         """The metrics the file holds for this config and scenario."""
@@ -281,6 +297,22 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
         tomlkit.parse(text)  # what is written must read back
         atomic_write(path, text)
     return changes
+
+
+def write_costs(path: Path, costs: dict[str, dict[str, Any]], lock_timeout: float = 60.0) -> None:
+    """Record what a launch of each config cost (`[costs.CONFIG]`), under the file's lock, keeping the rest."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.parent / f".{path.name}.lock"), timeout=lock_timeout, mode=SHARED_MODE):
+        doc = BaselineStore(path).doc
+        if COSTS not in doc:
+            doc[COSTS] = tomlkit.table(is_super_table=True)
+        for config, cost in costs.items():
+            table = tomlkit.table()
+            table.update(cost)
+            doc[COSTS][config] = table
+        text = tomlkit.dumps(doc)
+        tomlkit.parse(text)
+        atomic_write(path, text)
 
 
 def migrate(store: BaselineStore) -> list[Change]:

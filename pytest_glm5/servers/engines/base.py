@@ -78,6 +78,11 @@ class Engine(ABC):
         scale); None: the GPUs decide (NVML or --glm5-hardware). EngineError for a profile that does not exist."""
         return None
 
+    def modeled_load(self, cfg: ServerConfig) -> tuple[float, str] | None:
+        """Seconds a launch of this config takes on the machine it stands for, and whence (None: a real engine,
+        whose load is measured): the emulator sleeps 0.2 s but plans with GLM-5's real load."""
+        return None
+
     def devices(self, cfg: ServerConfig) -> tuple[str, int] | None:
         """The GPUs it emulates for this config (a name for the machine, their count); None: real GPUs."""
         return None

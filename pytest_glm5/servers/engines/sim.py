@@ -54,6 +54,13 @@ class SimEngine(Engine):
         """`sim-<profile>-x<time scale>`: what the emulator will report, known before it starts."""
         return sim_hardware_key(str(self._profile(cfg)["name"]), self.time_scale)
 
+    def modeled_load(self, cfg: ServerConfig) -> tuple[float, str] | None:
+        """The profile's real load (`[startup] real_load_s`, else its model load_s) and warmup, unscaled."""
+        profile = self._profile(cfg)
+        startup = profile.get("startup", {})
+        real = float(startup.get("real_load_s", startup.get("load_s", 0.0))) + float(startup.get("warmup_s", 0.0))
+        return real, f"modeled by profile {profile['name']}"
+
     def devices(self, cfg: ServerConfig) -> tuple[str, int] | None:
         """The profile's GPUs (`glm5-sm120`: eight)."""
         profile = self._profile(cfg)

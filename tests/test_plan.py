@@ -1,0 +1,98 @@
+"""What a run costs on the box: durations, the plan, the budget that bounds rounds, costs recorded with the
+baselines, and `--glm5-plan` that launches nothing."""
+
+from __future__ import annotations
+
+import pytest
+from plugin_helpers import assert_no_server_left, report, said_lines, write_configs
+
+from pytest_glm5.plan import Budget, ConfigCost, Plan
+from pytest_glm5.settings import parse_duration
+
+
+def test_durations_read_as_a_night_is_told() -> None:
+    assert [parse_duration(x) for x in ("8h", "1.5h", "90m", "45min", "3600s", "3600")] == \
+        [28800.0, 5400.0, 5400.0, 2700.0, 3600.0, 3600.0]
+    for bad in ("", "8 hours", "-1h", "0", "h"):
+        with pytest.raises(ValueError, match="positive duration: 8h, 90m, 3600s or 3600"):
+            parse_duration(bad)
+
+
+def _costs(n: int, load: float = 1800.0, measure: float = 840.0) -> list[ConfigCost]:
+    return [ConfigCost(f"c{i}", 7, load, measure, "assumed") for i in range(n)]
+
+
+def test_a_plan_says_what_fits_in_the_budget() -> None:
+    # 13 configs at 30 min load + 14 min measuring: 9.5 h of first launches do not fit a night of 8 h.
+    over = Plan(_costs(13), 8 * 3600, rounds=4).lines()[-1]
+    assert over.startswith("13 configs: first launches 9.5 h; with up to 4 rounds each 47.7 h; budget 8.0 h: "
+                           "NOT ENOUGH for the planned launches: 10 configs fit, c10, c11, c12 would not run")
+    some = Plan(_costs(8), 8 * 3600, rounds=4).lines()[-1]
+    assert some.endswith("budget 8.0 h: about 2 rounds fit after the planned launches (they go to unresolved "
+                         "series in run order)")
+    assert Plan(_costs(2), 8 * 3600, rounds=4).lines()[-1].endswith("budget 8.0 h: every round fits")
+    assert "no budget" in Plan(_costs(2), None).lines()[-1]
+
+
+def test_a_budget_keeps_the_first_launches_of_configs_not_yet_run() -> None:
+    b = Budget(3600.0, {"a": 1000.0, "b": 1000.0})
+    assert b.begin("a") is None and b.charged == 1000.0
+    assert b.round("a", 1000.0) is None  # 2000 charged + b's 1000 kept = 3000 <= 3600
+    why = b.round("a", 1000.0)
+    assert why == ("budget 1.0 h: 33 min spent, a round costs about 17 min and 17 min is kept for the configs not "
+                   "yet run")
+    assert b.begin("b") is None and b.begin("b") is None and b.charged == 3000.0  # charged once
+    assert b.begin("c") is None  # a config outside the plan costs nothing known: it may start
+    assert b.round("b", 1000.0) is not None
+    late = Budget(1500.0, {"a": 1000.0, "b": 1000.0})
+    assert late.begin("a") is None
+    assert late.begin("b") == "budget 25 min: 17 min planned so far, its launches need about 17 min; not run"
+
+
+POINTS = """
+import pytest
+
+@pytest.mark.server_config("t")
+def test_c1(perf):
+    perf.check(perf.run("c1", concurrency=1, num_prompts=3, input_len=8, output_len=24, warmup=1), "c1",
+               ["output_throughput"])
+
+@pytest.mark.server_config("t")
+def test_c2(perf):
+    perf.check(perf.run("c2", concurrency=2, num_prompts=4, input_len=8, output_len=24, warmup=1), "c2",
+               ["output_throughput"])
+"""
+
+
+def test_plan_prints_and_launches_nothing(pytester: pytest.Pytester) -> None:
+    model = write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(POINTS)
+    result = pytester.runpytest("--glm5-plan", "--glm5-budget", "8h")
+    assert result.ret == 0
+    said_lines(result, ["glm5: plan: config * tests * load * measure * launch  source",
+                        "glm5: plan: t * 2 * 0 s * load modeled by profile tiny, 2 min a test assumed",
+                        "glm5: plan: 1 configs: first launches *; budget 8.0 h: every round fits"])
+    assert "passed" not in result.stdout.str()
+    assert_no_server_left(model, wait=0.5)
+    bad = pytester.runpytest("--glm5-budget", "tonight")
+    assert bad.ret == 4
+    bad.stderr.fnmatch_lines(["*--glm5-budget*must be a positive duration: 8h, 90m, 3600s or 3600*"])
+
+
+@pytest.mark.slow
+def test_recording_keeps_the_costs_and_a_budget_stops_rounds(pytester: pytest.Pytester) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(POINTS)
+    noisy = ("--glm5-sim-noise", "0.1")
+    assert pytester.runpytest("--update-baselines", "--glm5-launches", "2", *noisy).ret == 0
+    text = next((pytester.path / "baselines").rglob("*.toml")).read_text()
+    assert "[costs.t]" in text and "tests = 2" in text and "launches = 2" in text
+    plan = pytester.runpytest("--glm5-plan")
+    said_lines(plan, ["glm5: plan: t * 2 *rehearsal *: modeled load, measuring in model time"])
+    # A budget the first launch fits in and no round: the run says so and ends with what it has.
+    first = float(text.split("load_s = ")[1].split()[0]) + float(text.split("measure_s = ")[1].split()[0])
+    tight = pytester.runpytest("--glm5-budget", f"{first * 1.5:.3f}s", "--glm5-sim-slowdown", "0.9", *noisy,
+                               "--glm5-report", "report.json")
+    said_lines(tight, ["glm5: t: no round 2 (2 series left unresolved): budget *: * spent, a round costs about *"])
+    assert report(pytester)["run"]["launches"]["t"]["launches"] == 1
+    said_lines(tight, ["launches: t 1; 1 launches in *; * of the budget's * as the plan prices them"])
