@@ -98,3 +98,19 @@ def unwrapped(text: str) -> list[str]:
 def said_lines(result: pytest.RunResult, patterns: list[str]) -> None:
     """fnmatch_lines over the output's logical lines (see unwrapped)."""
     pytest.LineMatcher(unwrapped(result.stdout.str())).fnmatch_lines(patterns)
+
+
+# Two scenarios of one config: a launch measures both, a round measures both again.
+TWO_SCENARIOS = """
+import pytest
+
+@pytest.mark.server_config("t")
+def test_c1(perf):
+    perf.check(perf.run("c1", concurrency=1, num_prompts=3, input_len=8, output_len=24, warmup=1), "c1",
+               ["output_throughput"])
+
+@pytest.mark.server_config("t")
+def test_c2(perf):
+    perf.check(perf.run("c2", concurrency=2, num_prompts=4, input_len=8, output_len=24, warmup=1), "c2",
+               ["output_throughput"])
+"""

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from plugin_helpers import assert_no_server_left, report, said_lines, write_configs
+from plugin_helpers import TWO_SCENARIOS, assert_no_server_left, report, said_lines, write_configs
 
 from pytest_glm5.cli import main as glm5
 
@@ -132,19 +132,6 @@ def test_nightly_gate_records_launches_then_finds_a_drop(pytester: pytest.Pytest
                                "0.01*", "regressions (1):", "  t c1 output_throughput * vs 4 reference launches: -*"])
 
 
-TWO_SCENARIOS = """
-import pytest
-
-@pytest.mark.server_config("t")
-def test_c1(perf):
-    perf.check(perf.run("c1", concurrency=1, num_prompts=3, input_len=8, output_len=24, warmup=1), "c1",
-               ["output_throughput"])
-
-@pytest.mark.server_config("t")
-def test_c2(perf):
-    perf.check(perf.run("c2", concurrency=2, num_prompts=4, input_len=8, output_len=24, warmup=1), "c2",
-               ["output_throughput"])
-"""
 
 
 def _launches(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, int]:

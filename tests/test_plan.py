@@ -4,7 +4,7 @@ baselines, and `--glm5-plan` that launches nothing."""
 from __future__ import annotations
 
 import pytest
-from plugin_helpers import assert_no_server_left, report, said_lines, write_configs
+from plugin_helpers import TWO_SCENARIOS, assert_no_server_left, report, said_lines, write_configs
 
 from pytest_glm5.plan import Budget, ConfigCost, Plan
 from pytest_glm5.settings import parse_duration
@@ -49,24 +49,11 @@ def test_a_budget_keeps_the_first_launches_of_configs_not_yet_run() -> None:
     assert late.begin("b") == "budget 25 min: 17 min planned so far, its launches need about 17 min; not run"
 
 
-POINTS = """
-import pytest
-
-@pytest.mark.server_config("t")
-def test_c1(perf):
-    perf.check(perf.run("c1", concurrency=1, num_prompts=3, input_len=8, output_len=24, warmup=1), "c1",
-               ["output_throughput"])
-
-@pytest.mark.server_config("t")
-def test_c2(perf):
-    perf.check(perf.run("c2", concurrency=2, num_prompts=4, input_len=8, output_len=24, warmup=1), "c2",
-               ["output_throughput"])
-"""
 
 
 def test_plan_prints_and_launches_nothing(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, "[config.t]\nflags = {}\n")
-    pytester.makepyfile(POINTS)
+    pytester.makepyfile(TWO_SCENARIOS)
     result = pytester.runpytest("--glm5-plan", "--glm5-budget", "8h")
     assert result.ret == 0
     said_lines(result, ["glm5: plan: config * tests * load * measure * launch  source",
@@ -82,7 +69,7 @@ def test_plan_prints_and_launches_nothing(pytester: pytest.Pytester) -> None:
 @pytest.mark.slow
 def test_recording_keeps_the_costs_and_a_budget_stops_rounds(pytester: pytest.Pytester) -> None:
     write_configs(pytester, "[config.t]\nflags = {}\n")
-    pytester.makepyfile(POINTS)
+    pytester.makepyfile(TWO_SCENARIOS)
     noisy = ("--glm5-sim-noise", "0.1")
     assert pytester.runpytest("--update-baselines", "--glm5-launches", "2", *noisy).ret == 0
     text = next((pytester.path / "baselines").rglob("*.toml")).read_text()
