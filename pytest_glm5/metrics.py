@@ -34,6 +34,22 @@ COUNT_METRICS = (
 )
 
 
+def quantile_of(metric: str) -> float | None:
+    """The quantile a latency percentile stands for (`p99_ttft_ms` -> 0.99, `median_itl_ms` -> 0.5), else None."""
+    head = metric.split("_", 1)[0]
+    if head == "median":
+        return 0.5
+    if head.startswith("p") and head[1:].isdigit():
+        return int(head[1:]) / 100
+    return None
+
+
+def requests_needed(q: float) -> int:
+    """Requests per launch a q-quantile is judged from: at least one of them expected above it (n (1 - q) >= 1,
+    so 100 for a p99, 10 for a p90); from fewer, the "p99" is the sample's maximum, a figure of the count."""
+    return math.ceil(1 / (1 - q) - 1e-9)
+
+
 def known_metric_names() -> frozenset[str]:
     """Every metric name a baseline may hold."""
     names = set(THROUGHPUT_METRICS) | set(COUNT_METRICS) | {"max_itl_ms"}

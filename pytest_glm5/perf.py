@@ -163,6 +163,10 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
     while a series is unresolved (or planned launches remain: --glm5-launches N, an A/B block) and the looks and
     the budget allow; each round re-judges every scenario it measured. Returns the rounds made."""
     pend = run.pending.pop(config.name, {})
+    if pend and config.name in run.pool.failures:
+        say(f"{config.name}: no rounds: its server failed earlier; {len(pend)} scenarios keep what the first "
+            "launch showed")
+        return 0
     gate = run.gate
     ab = gate.statistics.ab
     planned = 4 if ab else run.launches
@@ -177,7 +181,7 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
             break
         arm, build = _arms(ab, done)
         build = build or run.build
-        reason = "planned" if done < planned else f"{len(pend)} scenarios unresolved"
+        reason = "planned" if done < planned else f"{len(pend)} scenario{'s' if len(pend) > 1 else ''} unresolved"
         say(f"{config.name}: round {done + 1} ({reason}): a new launch{f' of build {build}' if ab else ''} "
             f"measures {', '.join(pend)}")
         try:

@@ -20,10 +20,12 @@ SWEEP = [10, 256, 512, 1024]
 
 
 def test_single_stream(glm5_config: str, perf) -> None:  # type: ignore[no-untyped-def]
-    """Concurrency 1, closed loop: the 10 tok/s class floor and a p99 TTFT ceiling."""
+    """Concurrency 1, closed loop: the 10 tok/s class floor and a median TTFT ceiling. Not a p99: a percentile is
+    judged from at least 1/(1 - q) requests per launch (100 for a p99, else it is their maximum), and 100 requests
+    of 128 tokens at 10 tok/s are 21 minutes of every launch; the sweep judges the tail where it has the requests."""
     results = perf.run("single-stream", concurrency=1, num_prompts=4, repeats=2, warmup=1,
                        input_len=INPUT_LEN, output_len=OUTPUT_LEN)
-    perf.check(results, "single-stream", ["output_throughput", "p99_ttft_ms"])
+    perf.check(results, "single-stream", ["output_throughput", "median_ttft_ms"])
 
 
 def test_dual_stream(glm5_config: str, perf) -> None:  # type: ignore[no-untyped-def]
@@ -47,7 +49,9 @@ def test_sweep(glm5_config: str, perf, concurrency: int) -> None:  # type: ignor
     # FP4 kernels compile inside the measured window (a pause the stall watcher waits out, but a wrong figure).
     results = perf.run(scenario, concurrency=concurrency, num_prompts=prompts, warmup=concurrency,
                        input_len=INPUT_LEN, output_len=OUTPUT_LEN)
-    perf.check(results, scenario, ["output_throughput", "total_throughput"])
+    # A p99 TTFT where the point has the 100 requests per launch a p99 needs (c256 and up).
+    tail = ["p99_ttft_ms"] if prompts >= 100 else []
+    perf.check(results, scenario, ["output_throughput", "total_throughput", *tail])
 
 
 @pytest.mark.parametrize("concurrency", [256])

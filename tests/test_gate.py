@@ -264,3 +264,30 @@ def test_one_launch_of_a_config_does_not_confirm_a_drop_against_its_reference() 
     two = against_config("mscclpp", "c256", "output_throughput", [93.0, 93.5], [100.0, 100.3], "tp8", prior, 0.03,
                          Look(0.01), expected_slower=False)
     assert two.verdict == "regression"
+
+
+TAILS = """
+import pytest
+
+@pytest.mark.server_config("t")
+def test_point(perf):
+    perf.check(perf.run("c1", concurrency=1, num_prompts=12, input_len=8, output_len=8, warmup=0), "c1",
+               ["p99_ttft_ms", "p90_ttft_ms", "median_ttft_ms"])
+"""
+
+
+def test_a_percentile_needs_the_requests_it_is_taken_over(pytester: pytest.Pytester) -> None:
+    # 12 requests per launch: a p99 of them is their maximum (it needs 100), a p90 has the 10 it needs.
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(TAILS)
+    result = pytester.runpytest("--glm5-report", "report.json")
+    assert result.ret == 0, result.stdout.str()
+    verdicts = {v["metric"]: v for v in report(pytester)["verdicts"]}
+    assert verdicts["p99_ttft_ms"]["verdict"] == "too few requests"
+    assert verdicts["p99_ttft_ms"]["note"] == (
+        "p99_ttft_ms from 12 requests per launch: a p99 needs 100 (one request expected above it), else it is a "
+        "figure of the count; not judged: raise num_prompts to 100 or judge p90_ttft_ms")
+    assert verdicts["p90_ttft_ms"]["verdict"] == "new" and verdicts["median_ttft_ms"]["verdict"] == "new"
+    lo, hi = verdicts["median_ttft_ms"]["spread"]["order_ci95"]
+    assert lo <= verdicts["median_ttft_ms"]["measured"] <= hi and verdicts["median_ttft_ms"]["spread"]["requests"] == 12
+    said_lines(result, ["not judged, a percentile from fewer requests than it needs (1):", "  t c1: p99_ttft_ms"])

@@ -9,9 +9,9 @@ import pytest
 from scipy import stats as sps
 
 from pytest_glm5.judge.decide import Look, ab, against_reference, family, per_launch
-from pytest_glm5.judge.stats import ab_decision, benjamini_hochberg, compare, launches_needed, spent
+from pytest_glm5.judge.stats import ab_decision, benjamini_hochberg, compare, launches_needed, order_ci, spent
 from pytest_glm5.judge.verdicts import Bound
-from pytest_glm5.metrics import geometric_mean
+from pytest_glm5.metrics import geometric_mean, requests_needed
 
 
 def _draw(rng: random.Random, n: int, cv: float, level: float = 1000.0) -> list[float]:
@@ -182,3 +182,11 @@ def test_detectable_drop_is_what_launches_needed_asks_for(cv: float, n_ref: int 
         # n launches suffice for the drop they can see, and not for a clearly smaller one.
         assert (launches_needed(cv, seen * 1.001, 0.01, n_ref) or 10**9) <= n
         assert (launches_needed(cv, seen * 0.8, 0.01, n_ref) or 10**9) > n
+
+
+def test_order_statistics_bound_a_quantile_without_a_distribution() -> None:
+    # Ranks of Binomial(n, q): for the median of 1..99, the 95% CI is the 40th..60th values (39..59 0-based + 1).
+    lo, hi = order_ci([float(x) for x in range(1, 100)], 0.5) or (0.0, 0.0)
+    assert (lo, hi) == (40.0, 60.0)
+    assert order_ci([1.0, 2.0, 3.0], 0.99) is None  # three values say nothing of a p99
+    assert [requests_needed(q) for q in (0.5, 0.9, 0.95, 0.99)] == [2, 10, 20, 100]

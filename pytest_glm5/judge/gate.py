@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..loadgen import BenchResult, Workload
+from ..metrics import quantile_of, requests_needed
 from ..settings import Settings
 from . import decide
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key
 from .decide import Look, per_launch
 from .provenance import Provenance
-from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
-from .verdicts import WORKLOAD_CHANGED, WORKLOAD_KEYS, Verdict
+from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
+from .verdicts import NOT_JUDGED, WORKLOAD_CHANGED, WORKLOAD_KEYS, Kind, Verdict
 
 
 def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
@@ -25,6 +26,39 @@ def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
                     "/metrics sglang:sim_behind_seconds_total): the CPU it shares with the client was measured, not "
                     "the model; not judged (raise --glm5-sim-time-scale for this point)")
     return None
+
+
+def _tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> None:
+    """A percentile judged from fewer requests per launch than it needs is not judged (it would be a figure of the
+    count: a p99 of 8 requests is their maximum); one judged carries its order-statistics CI in its spread."""
+    per_launch: dict[str, int] = {}
+    for r in results:
+        per_launch[r.launch or "0"] = per_launch.get(r.launch or "0", 0) + sum(1 for x in r.records if x.success)
+    fewest = min(per_launch.values(), default=0)
+    for v in verdicts:
+        q = quantile_of(v.metric)
+        if q is None or v.verdict in NOT_JUDGED:
+            continue
+        need = requests_needed(q)
+        if fewest < need:
+            lower = next((f"p{p}" for p in (95, 90) if p / 100 < q and requests_needed(p / 100) <= fewest),
+                         "median" if fewest >= 2 else None)
+            head = v.metric.split("_", 1)[0]
+            hint = f" or judge {v.metric.replace(head, lower, 1)}" if lower else ""
+            v.verdict = Kind.TOO_FEW
+            v.note = (f"{v.metric} from {fewest} requests per launch: a {head} needs {need} (one request expected "
+                      f"above it), else it is a figure of the count; not judged: raise num_prompts to {need}{hint}")
+            continue
+        values = [x for r in results for x in _latencies(r, v.metric)]
+        ci = order_ci(values, q) if values else None
+        if ci is not None:
+            v.spread = {**v.spread, "order_ci95": [round(ci[0], 4), round(ci[1], 4)], "requests": len(values)}
+
+
+def _latencies(r: BenchResult, metric: str) -> list[float]:
+    """The per-request values (ms) a TTFT or end-to-end percentile is taken over; empty for the others."""
+    field = {"ttft": "ttft", "e2e": "latency"}.get(metric.split("_")[1])
+    return [getattr(x, field) * 1000.0 for x in r.records if x.success] if field else []
 
 
 def _client_bound(results: Sequence[BenchResult]) -> Callable[[str, float], str | None]:
@@ -157,9 +191,11 @@ class PerfGate:
         prov = prov.with_cotenants([c for r in results for c in r.cotenants])
         labels = [r.launch or "0" for r in results]
         behind = _behind(results, self.statistics.lag_limit)
-        return self._judge(config, scenario, {m: [r.metrics[m] for r in results] for m in names}, labels,
-                           [r.arm for r in results], store, path, prov, self.look(look), behind,
-                           _client_bound(results))
+        checked = self._judge(config, scenario, {m: [r.metrics[m] for r in results] for m in names}, labels,
+                              [r.arm for r in results], store, path, prov, self.look(look), behind,
+                              _client_bound(results))
+        _tails(checked.verdicts, results)
+        return checked
 
     def judge_values(self, config: str, scenario: str, metric: str, samples: Sequence[float],
                      provenance: Provenance, launch: str = "0") -> Checked:

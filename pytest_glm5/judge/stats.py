@@ -166,6 +166,20 @@ def detectable_drop(cv: float, n_new: int, alpha: float, n_ref: int | None, powe
     return math.expm1(z * se)
 
 
+def order_ci(values: Sequence[float], q: float, confidence: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free CI of the q-quantile from order statistics (the ranks a Binomial(n, q) count falls
+    between with `confidence`); None when n is too small for any."""
+    xs = sorted(values)
+    n = len(xs)
+    if n < 2:
+        return None
+    lo = int(sps.binom.ppf((1 - confidence) / 2, n, q))  # ranks, 0-based after the -1 below
+    hi = int(sps.binom.ppf(1 - (1 - confidence) / 2, n, q)) + 1
+    if lo < 1 or hi > n:
+        return None
+    return xs[lo - 1], xs[hi - 1]
+
+
 def benjamini_hochberg(pvalues: Sequence[float], q: float) -> list[bool]:
     """Which hypotheses BH rejects at false-discovery rate q. When nothing changed (every null true) this bounds the
     chance of any false alarm across the whole family by q, as Holm would; when much changed it keeps the power

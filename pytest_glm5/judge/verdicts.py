@@ -25,12 +25,13 @@ class Kind(StrEnum):
     KNOWN_COST = "known cost"  # slower than its reference as the config says it must be
     EMULATOR_BOUND = "emulator-bound"  # the emulator fell behind its model: the host was measured
     CLIENT_BOUND = "client-bound"  # the load client's own delay is too large a share of the figure
+    TOO_FEW = "too few requests"  # a percentile from fewer requests than it needs (a p99 of 8 is their maximum)
     SAME = "SAME"  # A/B: B is no worse than A beyond the tolerance
     DIFFERENT = "DIFFERENT"
     UNKNOWN = "UNKNOWN"
 
 
-NOT_JUDGED = (Kind.EMULATOR_BOUND, Kind.CLIENT_BOUND)
+NOT_JUDGED = (Kind.EMULATOR_BOUND, Kind.CLIENT_BOUND, Kind.TOO_FEW)
 RENAMED = {"noisy": Kind.UNRESOLVED}  # what reports before issue 20 called a verdict, for history and compare
 
 

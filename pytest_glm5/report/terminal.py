@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..judge.decide import CLIENT_BOUND, EMULATOR_BOUND, KNOWN_COST, UNRESOLVED
-from ..judge.verdicts import WORKLOAD_CHANGED, Change, Verdict, fmt, times, unit_of
+from ..judge.verdicts import WORKLOAD_CHANGED, Change, Kind, Verdict, fmt, times, unit_of
 from .trends import target_line
 
 
@@ -74,7 +74,7 @@ class WorkerLines:
 
 MARKS = {"pass": "ok", "regression": "REGRESSION", "improvement": "improved", "new": "new",
          WORKLOAD_CHANGED: "workload changed", UNRESOLVED: "unresolved", EMULATOR_BOUND: "emulator-bound",
-         CLIENT_BOUND: "client-bound", KNOWN_COST: "known cost"}
+         CLIENT_BOUND: "client-bound", KNOWN_COST: "known cost", Kind.TOO_FEW: "too few requests"}
 
 
 def _verdict_cell(v: Verdict) -> str:
@@ -150,7 +150,7 @@ def outcome_line(verdicts: Sequence[Verdict], regressed: Sequence[Verdict], prob
     """The run's last word: `FAILED: 2 regressions (tp8 single-stream output_throughput -11.9%, ...)`, or PASSED."""
     judged = [v for v in verdicts if v.verdict in ("pass", "regression", "improvement", KNOWN_COST)]
     not_judged = [v for v in verdicts
-                  if v.verdict in (EMULATOR_BOUND, CLIENT_BOUND, UNRESOLVED, WORKLOAD_CHANGED, "new")]
+                  if v.verdict in (EMULATOR_BOUND, CLIENT_BOUND, Kind.TOO_FEW, UNRESOLVED, WORKLOAD_CHANGED, "new")]
     tail = (f"; {len(judged)} series decided, {len(not_judged)} not (unresolved, not judged, new or workload changed)"
             if not_judged else f"; {len(judged)} series decided") if verdicts else ""
     expected = [name for name in problems if name in known]
@@ -211,7 +211,8 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
         out += [f"  {v.line()}" for v in unresolved]
     for kind, title in ((EMULATOR_BOUND, "not judged, the emulator could not keep up with its model"),
                         (CLIENT_BOUND, "not judged, the load client measured its own delay (never a pass, never "
-                                       "a regression)")):
+                                       "a regression)"),
+                        (Kind.TOO_FEW, "not judged, a percentile from fewer requests than it needs")):
         bound = [v for v in verdicts if v.verdict == kind]
         if bound:
             out.append(f"{title} ({len(bound)}):")

@@ -31,7 +31,7 @@
     run.time, run.duration_s != null && `${Math.round(run.duration_s)} s`].filter(Boolean).join(" · ") }));
   const pills = el("div", { class: "pills" });
   const kinds = [["regression", "bad"], ["improvement", "good"], ["pass", ""], ["unresolved", "warn"], ["new", ""],
-    ["workload changed", "warn"], ["emulator-bound", "warn"], ["client-bound", "warn"], ["known cost", ""]];
+    ["workload changed", "warn"], ["emulator-bound", "warn"], ["client-bound", "warn"], ["too few requests", "warn"], ["known cost", ""]];
   for (const [k, cls] of kinds) if (D.counts[k]) pills.append(el("span", { class: "pill " + cls, text: `${D.counts[k]} ${k}` }));
   if (D.crashes) pills.append(el("span", { class: "pill bad", text: `${D.crashes} crashed` }));
   head.append(pills);
