@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .loadgen import PROTOCOLS, SAMPLINGS, BenchError, BenchResult, Workload, run_workload
-from .settings import parse_alpha, parse_effect, parse_fraction, parse_ratio, parse_url
+from .settings import parse_alpha, parse_duration, parse_effect, parse_fraction, parse_ratio, parse_url
 
 TABLE_COLUMNS = (
     ("conc", "concurrency", "{:.0f}"),
@@ -270,7 +270,49 @@ def build_parser() -> argparse.ArgumentParser:
     _compare_parser(sub)
     _history_parser(sub)
     _merge_parser(sub)
+    _plan_parser(sub)
     return parser
+
+
+def _plan_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("plan", help="what resolving a series costs on this box, in launches and hours",
+                       description="From a --glm5-report (its unresolved series), a baselines file (each reference), "
+                                   "or --cv and --tolerance: the launches that resolve the tolerance (the 95%% bound "
+                                   "of the change inside it, 80%% power) and their time at --load-time plus "
+                                   "--measure-time a launch (else the report's loads or the file's [costs]). Exit 0, "
+                                   "or 2 on bad input.")
+    p.add_argument("source", type=Path, nargs="?", help="a --glm5-report JSON or a baselines TOML")
+    p.add_argument("--cv", type=_checked(parse_fraction), help="launch-to-launch CV, e.g. 0.05")
+    p.add_argument("--tolerance", type=_checked(parse_effect), help="the change to resolve (default: each entry's, "
+                                                                      "else 0.05)")
+    p.add_argument("--reference", type=int, default=5, help="reference launches (with --cv; 0: an A/B)")
+    p.add_argument("--load-time", type=_checked(parse_duration), help="one load on this box, e.g. 30m")
+    p.add_argument("--measure-time", type=_checked(parse_duration), default=0.0,
+                   help="measuring on one launch, e.g. 15m (default 0)")
+
+
+def cmd_plan(ns: argparse.Namespace) -> int:
+    """Run `glm5 plan`; exit 2 on bad input."""
+    from .judge.baselines import BaselineError
+    from .judge.pricing import from_baselines, from_report, price
+    from .judge.verdicts import ReportError
+
+    launch = ns.load_time + ns.measure_time if ns.load_time is not None else None
+    try:
+        if ns.source is None:
+            if ns.cv is None or launch is None:
+                print("glm5 plan: error: give a report or baselines file, or --cv and --load-time", file=sys.stderr)
+                return 2
+            lines = [price(ns.cv, ns.tolerance or 0.05, ns.reference or None, launch)]
+        elif ns.source.suffix == ".toml":
+            lines = from_baselines(ns.source, launch, ns.tolerance)
+        else:
+            lines = from_report(ns.source, launch)
+    except (BaselineError, ReportError) as exc:
+        print(f"glm5 plan: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_history(ns)
     if ns.cmd == "merge":
         return cmd_merge(ns)
+    if ns.cmd == "plan":
+        return cmd_plan(ns)
     return 2
 
 

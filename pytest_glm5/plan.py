@@ -8,7 +8,7 @@ are what resolving a series, recording a reference or an A/B block costs.
 
     >>> p = Plan([ConfigCost("tp8", 7, 1800.0, 600.0, "assumed")], budget_s=8 * 3600, rounds=4)
     >>> p.lines()[-1]
-    '1 configs: first launches 0.7 h; with up to 4 rounds each 3.3 h; budget 8 h: every round fits'
+    '1 configs: first launches 40 min; with up to 4 rounds each 3.3 h; budget 8.0 h: every round fits'
 """
 
 from __future__ import annotations

@@ -60,3 +60,23 @@ def test_bench_exit_1_when_requests_fail(sim_factory, tmp_path: Path) -> None:  
 def test_sim_subcommand_help() -> None:
     p = glm5("sim", "--help")
     assert p.returncode == 0 and "--sim-time-scale" in p.stdout and "--moe-runner-backend" in p.stdout
+
+
+def test_glm5_plan_prices_a_resolution() -> None:
+    p = glm5("plan", "--cv", "0.02", "--tolerance", "0.05", "--reference", "8", "--load-time", "30m",
+             "--measure-time", "15m")
+    assert p.returncode == 0 and p.stdout.strip() == (
+        "resolving 5% at CV 2.0% against 8 reference launches: about 2 launches, 1.5 h more on this box (45 min a "
+        "launch)")
+    p = glm5("plan", "--cv", "0.05", "--tolerance", "0.03", "--load-time", "30m")
+    assert "a reference this small cannot, at any count; record at least 18 launches" in p.stdout
+    shipped = Path(__file__).parent.parent / "baselines" / "sim-glm5-sm120-x0.01" / "GLM-5-NVFP4.toml"
+    p = glm5("plan", str(shipped), "--load-time", "30m")
+    assert p.returncode == 0
+    assert p.stdout.splitlines()[0].startswith(
+        "tp8 single-stream output_throughput: CV 1.7% over 5 launches; one new launch finds a drop of 8%; resolving "
+        "3% at CV 1.7% against 5 reference launches: about 4 launches")
+    p = glm5("plan")
+    assert p.returncode == 2 and "give a report or baselines file, or --cv and --load-time" in p.stderr
+    p = glm5("plan", "--cv", "0.05", "--load-time", "tonight")
+    assert p.returncode == 2 and "must be a positive duration" in p.stderr

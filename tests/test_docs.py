@@ -89,3 +89,14 @@ def test_shown_command_runs(where: str, command: str, tmp_path: Path) -> None:
         pass  # installation and review steps: nothing of ours to check
     else:
         pytest.fail(f"{where}: no rule checks `{command}`; add one to tests/test_docs.py")
+
+
+def test_docstrings_quote_what_their_code_prints() -> None:
+    import doctest
+
+    from pytest_glm5 import plan
+    from pytest_glm5.judge import pricing, stats
+
+    for module in (plan, pricing, stats):
+        result = doctest.testmod(module)
+        assert result.attempted and not result.failed, module.__name__
