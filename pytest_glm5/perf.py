@@ -51,6 +51,11 @@ class Pending:
     measure_s: float = 0.0  # what measuring it once took
 
 
+# Recording stops at this many launches of a config even if a reference still cannot resolve its tolerance (the
+# entry then says what it can find): a night's budget usually stops it first.
+RECORDING_CAP = 12
+
+
 class RoundFailed(Exception):
     """A round could not measure (the server died, requests failed); the message says what."""
 
@@ -77,6 +82,7 @@ class PerfContext:
     launches: int = 1  # --glm5-launches: launches of each config (its first, then rounds)
     pending: dict[str, dict[str, Pending]] = field(default_factory=dict)  # config -> scenario -> its series
     budget: Callable[[str, float], str | None] = lambda config, cost_s: None  # why a round of cost_s may not run
+    recording: bool = False  # --update-baselines: rounds until each reference can resolve its tolerance
 
     def server(self, config: ServerConfig, build: str, fresh: bool) -> ServerHandle:
         """This config's server on this build; `fresh`: a new launch."""
@@ -171,9 +177,10 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
     ab = gate.statistics.ab
     planned = 4 if ab else run.launches
     looks = gate.look(1).looks  # nightly: new launches in all; A/B: ABBA blocks
+    cap = 4 * looks if ab else (max(looks, RECORDING_CAP) if run.recording else looks)
     done = 1  # the launch the tests measured on
     made = 0
-    while pend and done < max(planned, 4 * looks if ab else looks):
+    while pend and done < max(planned, cap):
         cost = run.pool.load_estimate(config.name) + sum(p.measure_s for p in pend.values())
         why_not = run.budget(config.name, cost)
         if why_not is not None:
@@ -181,7 +188,9 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
             break
         arm, build = _arms(ab, done)
         build = build or run.build
-        reason = "planned" if done < planned else f"{len(pend)} scenario{'s' if len(pend) > 1 else ''} unresolved"
+        waiting = f"{len(pend)} scenario{'s' if len(pend) > 1 else ''}"
+        reason = "planned" if done < planned else (f"{waiting} whose reference cannot resolve its tolerance yet"
+                                                   if run.recording else f"{waiting} unresolved")
         say(f"{config.name}: round {done + 1} ({reason}): a new launch{f' of build {build}' if ab else ''} "
             f"measures {', '.join(pend)}")
         try:
@@ -200,7 +209,8 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
         for scenario, p in list(pend.items()):
             checked = gate.judge(config.name, scenario, p.results, p.metrics, prov, look_no)
             gate.replace(config.name, scenario, p.results, checked, p.test)
-            if (not checked.undecided or checked.failures) and done >= planned:
+            short = run.recording and gate.reference_short(config.name, scenario, p.results, p.metrics, prov)
+            if (not (checked.undecided or short) or checked.failures) and done >= planned:
                 del pend[scenario]
     return made
 
@@ -275,7 +285,7 @@ class Perf:
         if checked.failures:
             self.fail("\n".join(checked.failures))
         plan = self.plans.get(scenario)
-        wants_rounds = checked.undecided or self.run_state.launches > 1 or ab
+        wants_rounds = checked.undecided or self.run_state.launches > 1 or ab or self.run_state.recording
         if plan is not None and wants_rounds and not self.run_state.pool.settings.external_url:
             took = sum(r.metrics.get("duration", 0.0) for r in rs)
             self.run_state.pending.setdefault(self.config, {})[scenario] = Pending(plan, metrics, list(rs),

@@ -522,7 +522,7 @@ class Glm5Session:
         self.context = PerfContext(pool, gate, s.rootdir, hardware=s.hardware, repeats=s.repeats,
                                    gpus=self.visible_gpus, nvml_key=self.nvml_key, builds=self.builds,
                                    build=s.build_name, launches=s.launches,
-                                   budget=self.round_allowed)
+                                   budget=self.round_allowed, recording=bool(s.update_baselines) and not s.ab)
         return self.context
 
     def server(self, pool: ServerPool, name: str) -> Served:

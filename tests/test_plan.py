@@ -71,15 +71,43 @@ def test_recording_keeps_the_costs_and_a_budget_stops_rounds(pytester: pytest.Py
     write_configs(pytester, "[config.t]\nflags = {}\n")
     pytester.makepyfile(TWO_SCENARIOS)
     noisy = ("--glm5-sim-noise", "0.1")
-    assert pytester.runpytest("--update-baselines", "--glm5-launches", "2", *noisy).ret == 0
+    # The tiny profile has no launch-to-launch spread: two launches are a reference that resolves its tolerance.
+    assert pytester.runpytest("--update-baselines", "--glm5-launches", "2").ret == 0
     text = next((pytester.path / "baselines").rglob("*.toml")).read_text()
     assert "[costs.t]" in text and "tests = 2" in text and "launches = 2" in text
     plan = pytester.runpytest("--glm5-plan")
     said_lines(plan, ["glm5: plan: t * 2 *rehearsal *: modeled load, measuring in model time"])
-    # A budget the first launch fits in and no round: the run says so and ends with what it has.
+    # A budget the first launch fits in and no round: a halving seen on one launch is not confirmed (that needs a
+    # second), the run says why there is none and ends with what it has.
     first = float(text.split("load_s = ")[1].split()[0]) + float(text.split("measure_s = ")[1].split()[0])
-    tight = pytester.runpytest("--glm5-budget", f"{first * 1.5:.3f}s", "--glm5-sim-slowdown", "0.9", *noisy,
+    tight = pytester.runpytest("--glm5-budget", f"{first * 1.5:.3f}s", "--glm5-sim-slowdown", "0.5", *noisy,
                                "--glm5-report", "report.json")
     said_lines(tight, ["glm5: t: no round 2 (2 series left unresolved): budget *: * spent, a round costs about *"])
     assert report(pytester)["run"]["launches"]["t"]["launches"] == 1
     said_lines(tight, ["launches: t 1; 1 launches in *; * of the budget's * as the plan prices them"])
+
+
+@pytest.mark.slow
+def test_recording_measures_until_the_reference_can_resolve_its_tolerance(pytester: pytest.Pytester) -> None:
+    import math
+    import statistics
+    import tomllib
+
+    from pytest_glm5.judge.decide import to_resolve
+    from pytest_glm5.judge.stats import detectable_drop
+    from pytest_glm5.perf import RECORDING_CAP
+
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(TWO_SCENARIOS)
+    rec = pytester.runpytest("--update-baselines", "--glm5-sim-noise", "0.1", "--glm5-report", "report.json")
+    assert rec.ret == 0, rec.stdout.str()
+    doc = tomllib.loads(next((pytester.path / "baselines").rglob("*.toml")).read_text())
+    for scenario in ("c1", "c2"):
+        entry = doc["t"][scenario]["output_throughput"]
+        launches = entry["launches"]
+        cv = statistics.stdev(math.log(x) for x in launches)
+        # Stopped early only where the reference resolves the 5% tolerance within a night's 5 looks; else at the cap.
+        n = to_resolve(cv, 0.05, len(launches))
+        assert len(launches) == RECORDING_CAP or (n is not None and n <= 5), (launches, cv)
+        assert entry["detectable"] == pytest.approx(detectable_drop(cv, 1, 0.01, len(launches)), abs=1e-4)
+    assert report(pytester)["run"]["launches"]["t"]["launches"] >= 2

@@ -16,7 +16,9 @@ under a file lock, and re-read the file first so that concurrent writers do not 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
+import statistics
 from collections.abc import Iterable
 from pathlib import Path, PurePath
 from typing import Any
@@ -27,6 +29,7 @@ from tomlkit.exceptions import TOMLKitError
 
 from ..metrics import geometric_mean, higher_is_better, known_metric_names, summarize_repeats
 from ..textfiles import SHARED_MODE, atomic_write, read_utf8
+from .stats import DEFAULT_ALPHA, detectable_drop
 from .verdicts import (
     WORKLOAD_CHANGED,
     Bound,
@@ -50,6 +53,7 @@ ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
     "provenance": dict,
     "workload": dict,
     "launches": list,
+    "detectable": (int, float),  # the drop one new launch finds against `launches` (95% power, alpha 0.01)
     "target": (int, float),
 }
 DEFAULTS_KEYS = {"tolerance", "latency_slack_ms", "note", "source", "method"}
@@ -284,8 +288,12 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
                 entry["workload"] = _inline(v.workload)
             if v.launches:
                 entry["launches"] = [round(x, 4) for x in v.launches]
+                if len(v.launches) >= 2 and min(v.launches) > 0:
+                    cv = statistics.stdev(math.log(x) for x in v.launches)
+                    entry["detectable"] = round(detectable_drop(cv, 1, DEFAULT_ALPHA, len(v.launches)), 4)
             elif "launches" in entry:
                 del entry["launches"]  # a value from a run without launch data: the old launches are not its spread
+                entry.pop("detectable", None)
             entry["updated"] = today or dt.date.today().isoformat()
             entry["provenance"] = _inline(v.provenance or provenance or {})
             if old is None:

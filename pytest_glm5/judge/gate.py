@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,6 +270,25 @@ class PerfGate:
         self.verdicts.extend(checked.verdicts)
         if not self.statistics.ab and results:  # a derived metric (no results of its own) has no launches to test
             self.versus.extend(self._versus(config, scenario, checked.verdicts))
+
+    def reference_short(self, config: str, scenario: str, results: Sequence[BenchResult],
+                        metrics: Sequence[str] | None, provenance: Provenance) -> bool:
+        """Recording: whether these launches are still too few to be a reference that resolves each metric's
+        tolerance at the CV they show within a night's looks (80% power; decide.to_resolve)."""
+        _, store = self.store(provenance.hardware, provenance.model)
+        labels = [r.launch or "0" for r in results]
+        looks = self.look(1).looks
+        for metric in list(metrics or []) or store.metrics_of(config, scenario) or ["output_throughput"]:
+            values = per_launch([r.metrics[metric] for r in results], labels)
+            if len(values) < 2 or min(values) <= 0:
+                return len(values) < 2
+            bound = store.bound(config, scenario, metric)
+            tolerance = bound.tolerance if bound is not None else store.default_tolerance()
+            cv = statistics.stdev(math.log(x) for x in values)
+            n = decide.to_resolve(cv, tolerance, len(values))
+            if n is None or n > looks:
+                return True
+        return False
 
     def replace(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked,
                 test: str) -> None:
