@@ -182,7 +182,7 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
     made = 0
     while pend and done < max(planned, cap):
         cost = run.pool.load_estimate(config.name) + sum(p.measure_s for p in pend.values())
-        why_not = run.budget(config.name, cost)
+        why_not = run.budget(config.name, cost) if done >= planned else None  # planned: charged when it began
         if why_not is not None:
             say(f"{config.name}: no round {done + 1} ({len(pend)} series left unresolved): {why_not}")
             break

@@ -110,8 +110,8 @@ def test_nightly_workflow_steps_run_as_written(tmp_path: Path) -> None:
     assert "FAILED" not in real.stdout and "PASSED: no regression" in real.stdout, real.stdout[-2000:]
     for name in ("nightly.json", "nightly.xml", "nightly.html", "throughput.json"):
         assert (tmp_path / "repo" / name).is_file(), name  # what the artifact and dashboard steps upload
-    assert "night:" in ran["Plan the night (minutes from each config's last time, or a GLM-5 launch plus its " \
-                           "measuring)"].stdout
+    plan = ran["Plan the night (each config's launch as the baselines' [costs] price it; nothing is launched)"]
+    assert "glm5: plan: 2 configs: first launches" in plan.stdout and "budget 8.0 h" in plan.stdout, plan.stdout
 
 
 @pytest.mark.slow
@@ -121,7 +121,7 @@ def test_patch_gate_ab_step_runs_as_written(tmp_path: Path) -> None:
     text = wf.read_text()
     assert "--glm5-ab base,pr" in text and "--glm5-max-repeats 2" in text
     ran = _run_steps(wf, tmp_path, {"bash scripts/make_build.sh": "true", "base,pr": "base,base",
-                                    "single_stream or sweep and 256": "single_stream"})
+                                    "tp8 and not trtllm": "tp8 and single_stream and not trtllm"})
     [ab] = [p for name, p in ran.items() if name.startswith("A/B gate")]
     assert (tmp_path / "repo" / "ab.json").is_file(), ab.stdout[-2000:]
     assert "SAME" in ab.stdout or "UNKNOWN" in ab.stdout, ab.stdout[-2000:]
