@@ -151,3 +151,27 @@ def test_a_patched_build_on_the_base_python_says_what_it_measures(pytester: pyte
     said_lines(result, ["a: build fix lists patches but runs the engine's own Python (*): unless that Python was "
                         "built with them (scripts/make_build.sh), this measures unpatched code under the patched "
                         "build's name"])
+
+
+def test_every_engine_launches_with_its_builds_env() -> None:
+    # A build is data for every engine (issue 20: the transformers engine once dropped it): its env reaches the
+    # server after the config's, whatever the engine adds of its own.
+    from pytest_glm5.servers.engines import ENGINES
+
+    cfg = ServerConfig("c", env={"FROM_CONFIG": "1", "BOTH": "config"})
+    for name, make in ENGINES.items():
+        engine = make()
+        engine.build_env = {"GLM5_TEST_SLOWDOWN": "0.05", "BOTH": "build"}
+        env = engine.env(cfg)
+        assert env["GLM5_TEST_SLOWDOWN"] == "0.05" and env["FROM_CONFIG"] == "1" and env["BOTH"] == "build", name
+
+
+def test_the_gpu_slowdown_build_acts_only_where_its_env_says(tmp_path: Path) -> None:
+    import subprocess
+
+    hook = Path(__file__).resolve().parent.parent / "gpu" / "slowdown"
+    probe = "import sys; print(sum(type(f).__name__ == '_Finder' for f in sys.meta_path))"
+    for value, finders in (("0.05", "1"), ("", "0"), ("0", "0")):
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": str(hook), "GLM5_TEST_SLOWDOWN": value}).stdout
+        assert out.strip() == finders, (value, out)
