@@ -156,6 +156,7 @@ def test_a_launch_measures_every_scenario_of_its_config(pytester: pytest.Pyteste
     assert quiet.ret == 0, quiet.stdout.str()
     assert _launches(pytester) == {"t": 1}
     assert [v["verdict"] for v in report(pytester)["verdicts"]] == ["pass", "pass"]
+    said_lines(quiet, ["resolved: 2 of 2 statistical series (2 pass)"])
 
 
 @pytest.mark.slow

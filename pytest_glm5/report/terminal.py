@@ -188,6 +188,24 @@ def grouped_reasons(verdicts: Sequence[Verdict]) -> list[str]:
     return out
 
 
+def resolved_line(verdicts: Sequence[Verdict]) -> str:
+    """`resolved: 40 of 46 statistical series (38 pass, 2 regression); 6 unresolved, smallest drop they could have
+    shown 4-13%`: what the run could decide, first."""
+    stat = [v for v in verdicts if v.stat]
+    done = [v for v in stat if v.verdict != UNRESOLVED]
+    kinds: dict[str, int] = {}
+    for v in done:
+        kinds[str(v.verdict)] = kinds.get(str(v.verdict), 0) + 1
+    line = f"resolved: {len(done)} of {len(stat)} statistical series (" + \
+        ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
+    open_ = [v for v in stat if v.verdict == UNRESOLVED]
+    seen = sorted(float(x) for v in open_ if (x := v.stat.get("detectable")) is not None)
+    if open_:
+        line += f"; {len(open_)} unresolved" + (f", the drop they could find {seen[0] * 100:.0f}-"
+                                                 f"{seen[-1] * 100:.0f}%" if seen else "")
+    return line
+
+
 def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update_mode: str | None,
                   server_problems: dict[str, str], update_errors: Sequence[str], family_size: int = 0,
                   alpha: float = 0.0) -> list[str]:
@@ -198,6 +216,7 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     imps = [v for v in verdicts if v.verdict == "improvement"]
     new = [v for v in verdicts if v.verdict == "new"]
     if family_size:
+        out.append(resolved_line(verdicts))
         out.append(f"statistical verdicts: {family_size} series; the chance of any false alarm among them is held to "
                    f"{alpha:g} (Benjamini-Hochberg over the run, alpha spending over added launches)")
     unguarded = {v.config: v.note for v in new if (v.note or "").startswith("NO BASELINES")}
