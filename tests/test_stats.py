@@ -10,7 +10,7 @@ from scipy import stats as sps
 
 from pytest_glm5.judge.decide import Look, ab, against_reference, family, per_launch
 from pytest_glm5.judge.stats import ab_decision, benjamini_hochberg, compare, launches_needed, order_ci, spent
-from pytest_glm5.judge.verdicts import Bound
+from pytest_glm5.judge.verdicts import Bound, Verdict
 from pytest_glm5.metrics import geometric_mean, requests_needed
 
 
@@ -190,3 +190,22 @@ def test_order_statistics_bound_a_quantile_without_a_distribution() -> None:
     assert (lo, hi) == (40.0, 60.0)
     assert order_ci([1.0, 2.0, 3.0], 0.99) is None  # three values say nothing of a p99
     assert [requests_needed(q) for q in (0.5, 0.9, 0.95, 0.99)] == [2, 10, 20, 100]
+
+
+def test_a_night_noisier_than_its_reference_cannot_pass_on_one_lucky_launch() -> None:
+    from pytest_glm5.judge.decide import against_the_night
+
+    rng = random.Random(9)
+    bound = Bound("output_throughput", "floor", 1000.0, 0.03, launches=tuple(_draw(rng, 5, 0.01)))
+    lucky = [geometric_mean(bound.launches) * 1.01]  # one launch, 10% slower code on a +11% launch factor
+    v = against_reference("mscclpp", "c1", "output_throughput", lucky, lucky, bound, {}, Look(0.01))
+    assert v.verdict == "pass"  # against its reference's 1% spread alone
+    night = [Verdict(c, "c1", "output_throughput", 1.0, bound, "unresolved", launches=_draw(rng, 5, 0.10),
+                     stat={"cv": 0.1}) for c in ("tp8", "ep8")]  # tonight, other configs' launches spread 10%
+    judged = against_the_night([v, *night])
+    assert judged[0].verdict == "unresolved" and v.verdict == "pass"  # a copy; the given one is unchanged
+    assert "this run's launches spread wider than the test saw" in judged[0].note
+    assert judged[0].stat["worst"] is not None and judged[0].stat["worst"] < -0.03
+    quiet = [Verdict(c, "c1", "output_throughput", 1.0, bound, "unresolved", launches=_draw(rng, 5, 0.005),
+                     stat={"cv": 0.005}) for c in ("tp8", "ep8")]
+    assert against_the_night([v, *quiet])[0] is v  # a night as quiet as the reference changes nothing

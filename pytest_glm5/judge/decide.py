@@ -198,6 +198,43 @@ def against_config(config: str, scenario: str, metric: str, new: list[float], re
     return v
 
 
+def _night_groups(verdicts: Sequence[Verdict]) -> dict[str, list[float]]:
+    """Per config, the launch values of its throughput series with the most launches (two or more) this run: one
+    group per config, since a config's series share its launches."""
+    best: dict[str, list[float]] = {}
+    for v in verdicts:
+        if v.stat and "answer" not in v.stat and len(v.launches) >= 2 and higher_is_better(v.metric) \
+                and len(v.launches) > len(best.get(v.config, [])):
+            best[v.config] = list(v.launches)
+    return best
+
+
+def against_the_night(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """A pass or regression decided against its reference's spread is tested again with this run's own launch-to-
+    launch spread (the other configs' launches) where that is wider: a night noisier than the reference's (a
+    neighbour on the box, clocks) must not let one lucky launch pass, nor one slow one confirm. Only ever turns a
+    verdict unresolved; copies, the given verdicts are not changed."""
+    groups = _night_groups(verdicts)
+    out: list[Verdict] = []
+    for v in verdicts:
+        st = v.stat
+        prior = [g for config, g in groups.items() if config != v.config]
+        if not st or "answer" in st or "compare_to" in st or v.bound is None or len(v.bound.launches) < 1 \
+                or v.verdict not in ("pass", "regression") or not prior or not v.launches:
+            out.append(v)
+            continue
+        c = compare(v.launches, list(v.bound.launches), higher_is_better(v.metric), prior=prior)
+        if c.cv <= st["cv"] or _nightly(c, st["tolerance"], st["alpha"]) != UNRESOLVED:
+            out.append(v)
+            continue
+        note = (f"this run's launches spread wider than the test saw (CV {c.cv * 100:.1f}% with {len(prior)} other "
+                f"configs' launches, against {st['cv'] * 100:.1f}%): it rules out only a drop beyond "
+                f"{-worst(c) * 100:.1f}% (tolerance {st['tolerance'] * 100:g}%); was {v.verdict}")
+        out.append(replace(v, verdict=UNRESOLVED, note=note,
+                           stat=cast(Test, {**st, "worst": worst(c), "night_cv": c.cv})))
+    return out
+
+
 @dataclass
 class Family:
     """The family decision of a run: how many series it tested, and the verdicts as decided (copies: each

@@ -93,9 +93,9 @@ def coverage(docs: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
 
 
 def decided(m: Merged, alpha: float) -> Merged:
-    """The run after its family decision (Benjamini-Hochberg over every statistical series at alpha); `m` is
-    not changed."""
-    fam = decide.family([*m.verdicts, *m.versus], alpha)
+    """The run after its family decision (Benjamini-Hochberg over every statistical series at alpha), each pass and
+    regression first held against the run's own launch spread (decide.against_the_night); `m` is not changed."""
+    fam = decide.family([*decide.against_the_night(m.verdicts), *m.versus], alpha)
     n = len(m.verdicts)
     return replace(m, verdicts=fam.verdicts[:n], versus=fam.verdicts[n:], family_size=fam.size,
                    confirmed=fam.confirmed)
