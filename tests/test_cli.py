@@ -73,9 +73,10 @@ def test_glm5_plan_prices_a_resolution() -> None:
     shipped = Path(__file__).parent.parent / "baselines" / "sim-glm5-sm120-x0.01" / "GLM-5-NVFP4.toml"
     p = glm5("plan", str(shipped), "--load-time", "30m")
     assert p.returncode == 0
-    assert p.stdout.splitlines()[0].startswith(
-        "tp8 single-stream output_throughput: CV 1.7% over 5 launches; one new launch finds a drop of 8%; resolving "
-        "3% at CV 1.7% against 5 reference launches: about 4 launches")
+    import re
+
+    assert re.match(r"tp8 single-stream output_throughput: CV (\d+\.\d)% over (\d+) launches; one new launch finds a "
+                    r"drop of \d+%; resolving 3% at CV \1% against \2 reference launches: ", p.stdout), p.stdout
     p = glm5("plan")
     assert p.returncode == 2 and "give a report or baselines file, or --cv and --load-time" in p.stderr
     p = glm5("plan", "--cv", "0.05", "--load-time", "tonight")

@@ -187,6 +187,10 @@ class BaselineStore:
         """The file's default tolerance."""
         return float(self.doc.get("defaults", {}).get("tolerance", DEFAULT_TOLERANCE))
 
+    def latency_slack_ms(self) -> float:
+        """The file's slack for latency ceilings (ms): timer jitter no ceiling's verdict turns on."""
+        return float(self.doc.get("defaults", {}).get("latency_slack_ms", 0.0))
+
     def bound(self, config: str, scenario: str, metric: str) -> Bound | None:
         """The recorded floor or ceiling, or None for a new metric."""
         entry = self.doc.get(config, {}).get(scenario, {}).get(metric)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..loadgen import BenchResult, Workload
-from ..metrics import quantile_of, requests_needed
+from ..metrics import higher_is_better, quantile_of, requests_needed
 from ..settings import Settings
 from . import decide
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key
@@ -284,6 +284,8 @@ class PerfGate:
                 return len(values) < 2
             bound = store.bound(config, scenario, metric)
             tolerance = bound.tolerance if bound is not None else store.default_tolerance()
+            if not higher_is_better(metric):  # a ceiling's slack is part of its practical threshold, as judged
+                tolerance = max(tolerance, store.latency_slack_ms() / statistics.geometric_mean(values))
             cv = statistics.stdev(math.log(x) for x in values)
             n = decide.to_resolve(cv, tolerance, len(values))
             if n is None or n > looks:
