@@ -286,7 +286,7 @@ def test_a_percentile_needs_the_requests_it_is_taken_over(pytester: pytest.Pytes
     verdicts = {v["metric"]: v for v in report(pytester)["verdicts"]}
     assert verdicts["p99_ttft_ms"]["verdict"] == "too few requests"
     assert verdicts["p99_ttft_ms"]["note"] == (
-        "p99_ttft_ms from 12 requests per launch: a p99 needs 100 (one request expected above it), else it is a "
+        "p99_ttft_ms from 12 requests per launch: a p99 needs 100 (one expected above it), else it is a "
         "figure of the count; not judged: raise num_prompts to 100 or judge p90_ttft_ms")
     assert verdicts["p90_ttft_ms"]["verdict"] == "new" and verdicts["median_ttft_ms"]["verdict"] == "new"
     lo, hi = verdicts["median_ttft_ms"]["spread"]["order_ci95"]

@@ -14,7 +14,7 @@ import pytest
 @pytest.mark.server_config("t")
 def test_point(perf):
     results = perf.run("c2", concurrency=2, num_prompts=8, input_len=8, output_len=16, warmup=2)
-    perf.check(results, "c2", ["output_throughput", "p99_ttft_ms"])
+    perf.check(results, "c2", ["output_throughput", "median_ttft_ms"])
 """
 
 
@@ -41,7 +41,7 @@ def test_new_then_update_then_pass(pytester: pytest.Pytester) -> None:
     said_lines(result, ["baselines updated (2):", "  t c2 output_throughput: new -> * (new)"])
     text = path.read_text()
     assert text.startswith("# kept comment") and "[t.c2.output_throughput]" in text and "floor = " in text
-    assert "[t.c2.p99_ttft_ms]" in text and "ceiling = " in text and 'hardware = "sim-tiny-x1"' in text
+    assert "[t.c2.median_ttft_ms]" in text and "ceiling = " in text and 'hardware = "sim-tiny-x1"' in text
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
     said_lines(result, ["t * c2 * output_throughput * >=* ok*"])
@@ -76,18 +76,17 @@ def test_slowdown_is_caught_and_update_all_acknowledges_it(pytester: pytest.Pyte
     floor_before = _floor(path)
     result = pytester.runpytest("--glm5-sim-slowdown", "0.25")
     result.assert_outcomes(passed=1, failed=1)
-    said_lines(result, ["*t c2 output_throughput * < floor *"])
+    # Recording took two launches (a reference that resolves its tolerance), so the drop is tested, and a drop this
+    # large is confirmed within a round or two (on 2 vs 2 launches the look-2 alpha, 4.6e-05, is nearly reached).
+    said_lines(result, ["glm5: t: round 2 (1 scenario unresolved): a new launch measures c2",
+                        "  t c2 output_throughput * vs 2 reference launches: -7*, * vs 2 launches (*): regression"])
     # Default update writes only new and improved entries: the regression stays recorded as it was.
     pytester.runpytest("--glm5-sim-slowdown", "0.25", "--update-baselines")
     assert _floor(path) == floor_before
-    # One launch cannot lower a bound: a contended launch once recorded a ceiling 3x the old one (c979bd9).
-    result = pytester.runpytest("--glm5-sim-slowdown", "0.25", "--update-baselines=all")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    said_lines(result, ["*t c2 output_throughput regressed on one launch only; not recorded: record a worse bound "
-                        "from --glm5-launches 2 or more*"])
-    assert _floor(path) == floor_before
-    result = pytester.runpytest("--glm5-sim-slowdown", "0.25", "--update-baselines=all", "--glm5-launches", "2")
-    said_lines(result, ["  t c2 output_throughput: * -> * (reference of 2 launches)"])
+    # =all acknowledges it, from the two launches that confirmed it (one launch alone is never recorded as a worse
+    # bound: tests/test_baselines.py).
+    result = pytester.runpytest("--glm5-sim-slowdown", "0.25", "--update-baselines=all", "--glm5-launches", "3")
+    said_lines(result, ["  t c2 output_throughput: * -> * (*)"])
     assert _floor(path) < 0.6 * floor_before
 
 
@@ -211,7 +210,7 @@ def test_point(perf, cfg):
     outs = [p.communicate(timeout=120)[0].decode() for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     doc = tomllib.loads((pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml").read_text())
-    assert set(doc) == {"a", "b"} and all("output_throughput" in doc[c]["c2"] for c in ("a", "b"))
+    assert set(doc) - {"costs"} == {"a", "b"} and all("output_throughput" in doc[c]["c2"] for c in ("a", "b"))
 
 
 TELEMETRY_NVML = FAKE_NVML + """

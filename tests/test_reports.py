@@ -78,7 +78,7 @@ def test_two_nights_then_a_slower_one_in_every_output(pytester: pytest.Pytester,
     runs = load(store).runs
     assert len(runs) == 3 and all(r["commit"] and r["time"] and r["build"] for r in runs)
     c1 = [next(s for s in r["series"] if s["scenario"] == "c1" and s["metric"] == "output_throughput") for r in runs]
-    assert c1[2]["value"] < 0.85 * c1[1]["value"] and len(c1[0]["launches"]) == 3
+    assert c1[2]["value"] < 0.85 * c1[1]["value"] and len(c1[0]["launches"]) >= 3  # recording may plan more
 
     data = page_data(pytester.path / "r.html")
     assert data["counts"]["regression"] >= 1 and data["verdicts"][0]["verdict"] == "regression"

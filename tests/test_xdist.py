@@ -21,9 +21,9 @@ flags = {}
 POINTS = """
 import pytest
 
-@pytest.mark.parametrize("c", [1, 2])
+@pytest.mark.parametrize("c", [1, 2])  # 8 * c requests: a p99 ITL needs 100 gaps a launch
 def test_point(perf, glm5_config, c):
-    results = perf.run(f"c{c}", concurrency=c, num_prompts=4 * c, input_len=8, output_len=16, warmup=1)
+    results = perf.run(f"c{c}", concurrency=c, num_prompts=8 * c, input_len=8, output_len=16, warmup=1)
     perf.check(results, f"c{c}", ["output_throughput", "p99_itl_ms"])
 """
 

@@ -29,7 +29,6 @@ from tomlkit.exceptions import TOMLKitError
 
 from ..metrics import geometric_mean, higher_is_better, known_metric_names, summarize_repeats
 from ..textfiles import SHARED_MODE, atomic_write, read_utf8
-from .stats import DEFAULT_ALPHA, detectable_drop
 from .verdicts import (
     WORKLOAD_CHANGED,
     Bound,
@@ -293,6 +292,8 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
             if v.launches:
                 entry["launches"] = [round(x, 4) for x in v.launches]
                 if len(v.launches) >= 2 and min(v.launches) > 0:
+                    from .stats import DEFAULT_ALPHA, detectable_drop  # scipy: only where a reference is written
+
                     cv = statistics.stdev(math.log(x) for x in v.launches)
                     entry["detectable"] = round(detectable_drop(cv, 1, DEFAULT_ALPHA, len(v.launches)), 4)
             elif "launches" in entry:

@@ -33,14 +33,17 @@ def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
 def _tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> None:
     """A percentile judged from fewer requests per launch than it needs is not judged (it would be a figure of the
     count: a p99 of 8 requests is their maximum); one judged carries its order-statistics CI in its spread."""
-    per_launch: dict[str, int] = {}
-    for r in results:
-        per_launch[r.launch or "0"] = per_launch.get(r.launch or "0", 0) + sum(1 for x in r.records if x.success)
-    fewest = min(per_launch.values(), default=0)
     for v in verdicts:
         q = quantile_of(v.metric)
         if q is None or v.verdict in NOT_JUDGED:
             continue
+        # What the percentile is taken over: a request each for TTFT and latency, every gap between tokens for ITL.
+        itl = v.metric.split("_")[1] == "itl"
+        per_launch: dict[str, int] = {}
+        for r in results:
+            n = sum(len(x.itl) if itl else 1 for x in r.records if x.success)
+            per_launch[r.launch or "0"] = per_launch.get(r.launch or "0", 0) + n
+        fewest = min(per_launch.values(), default=0)
         need = requests_needed(q)
         if fewest < need:
             lower = next((f"p{p}" for p in (95, 90) if p / 100 < q and requests_needed(p / 100) <= fewest),
@@ -48,8 +51,9 @@ def _tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> None:
             head = v.metric.split("_", 1)[0]
             hint = f" or judge {v.metric.replace(head, lower, 1)}" if lower else ""
             v.verdict = Kind.TOO_FEW
-            v.note = (f"{v.metric} from {fewest} requests per launch: a {head} needs {need} (one request expected "
-                      f"above it), else it is a figure of the count; not judged: raise num_prompts to {need}{hint}")
+            what = "inter-token gaps" if itl else "requests"
+            v.note = (f"{v.metric} from {fewest} {what} per launch: a {head} needs {need} (one expected above it), "
+                      f"else it is a figure of the count; not judged: raise num_prompts to {need}{hint}")
             continue
         values = [x for r in results for x in _latencies(r, v.metric)]
         ci = order_ci(values, q) if values else None
