@@ -19,7 +19,7 @@ import datetime as dt
 import math
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -260,12 +260,15 @@ def _better(kind: str, new: float, old: float) -> bool:
 
 
 def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any] | None = None,
-                  today: str | None = None, lock_timeout: float = 60.0) -> list[Change]:
+                  today: str | None = None, lock_timeout: float = 60.0,
+                  detectable: Callable[[float, int], float] | None = None) -> list[Change]:
     """Record measured medians as the new bounds: re-read under a lock, edit in place, replace atomically.
 
     Each entry is stamped with its own verdict's provenance and workload. The file is re-read under the lock, so
     a bound another run wrote meanwhile is seen: a new or improved value never lowers a floor (or raises a
-    ceiling) that is already better; only an explicit regression update (`=all`) moves a bound the worse way."""
+    ceiling) that is already better; only an explicit regression update (`=all`) moves a bound the worse way.
+    `detectable(cv, n)`: the drop one new launch finds against n reference launches, stored with each reference
+    (the statistics are the caller's: this module stays free of scipy, which a killed writer must not wait for)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     changes: list[Change] = []
     with FileLock(str(path.parent / f".{path.name}.lock"), timeout=lock_timeout, mode=SHARED_MODE):
@@ -291,11 +294,9 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
                 entry["workload"] = _inline(v.workload)
             if v.launches:
                 entry["launches"] = [round(x, 4) for x in v.launches]
-                if len(v.launches) >= 2 and min(v.launches) > 0:
-                    from .stats import DEFAULT_ALPHA, detectable_drop  # scipy: only where a reference is written
-
+                if detectable is not None and len(v.launches) >= 2 and min(v.launches) > 0:
                     cv = statistics.stdev(math.log(x) for x in v.launches)
-                    entry["detectable"] = round(detectable_drop(cv, 1, DEFAULT_ALPHA, len(v.launches)), 4)
+                    entry["detectable"] = round(detectable(cv, len(v.launches)), 4)
             elif "launches" in entry:
                 del entry["launches"]  # a value from a run without launch data: the old launches are not its spread
                 entry.pop("detectable", None)

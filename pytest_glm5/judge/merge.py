@@ -14,6 +14,7 @@ from typing import Any
 
 from . import decide
 from .baselines import BaselineError, baseline_path, select_updates, unfit_to_record, write_updates
+from .stats import DEFAULT_ALPHA, detectable_drop
 from .verdicts import Change, ReportError, Verdict, same_machines, verdict_from_doc
 
 
@@ -101,6 +102,11 @@ def decided(m: Merged, alpha: float) -> Merged:
                    confirmed=fam.confirmed)
 
 
+def _one_launch_finds(cv: float, n_ref: int) -> float:
+    """The drop one new launch finds against n_ref reference launches at this CV (95% power, alpha 0.01)."""
+    return detectable_drop(cv, 1, DEFAULT_ALPHA, n_ref)
+
+
 def update(root: Path, verdicts: Sequence[Verdict], mode: str) -> tuple[list[Change], list[str]]:
     """--update-baselines from joined verdicts: each into the file of its hardware and model."""
     by_file: dict[Path, list[Verdict]] = {}
@@ -114,7 +120,7 @@ def update(root: Path, verdicts: Sequence[Verdict], mode: str) -> tuple[list[Cha
     changes: list[Change] = []
     for path, vs in by_file.items():
         try:
-            changes += write_updates(path, vs)
+            changes += write_updates(path, vs, detectable=_one_launch_finds)
         except (OSError, BaselineError) as exc:
             errors.append(f"cannot update {path}: {getattr(exc, 'strerror', None) or exc}; the file is unchanged")
     return changes, errors
