@@ -21,10 +21,11 @@ from typing import Any
 from . import proxies
 from .configs import ConfigError, ServerConfig, load_configs
 from .judge.baselines import BaselineError, BaselineStore, baseline_path, write_costs
+from .judge.decide import to_resolve
 from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores, versus_all
 from .judge.merge import Merged, MergeError, coverage, decided, join, update
 from .judge.provenance import git_commit
-from .judge.verdicts import Change, ReportError, Verdict, read_report, run_document
+from .judge.verdicts import Change, Kind, ReportError, Verdict, read_report, run_document
 from .perf import PerfContext, rounds
 from .plan import ASSUMED_LOAD_S, ASSUMED_MEASURE_S_PER_TEST, Budget, ConfigCost, Plan, hours
 from .report import exports
@@ -666,6 +667,7 @@ class Glm5Session:
         else:
             view = self.live()
         self.view = decided(view, s.alpha)
+        self.price_unresolved(self.view.verdicts)
         red = False
         if s.update_baselines and self.view.verdicts:
             self.changes = update(s.baselines_root, self.view.verdicts, s.update_baselines)
@@ -685,6 +687,22 @@ class Glm5Session:
             self.errors += self.written.errors
             red = red or bool(self.written.errors)  # asked for an output, did not get it
         return self.view.confirmed, red
+
+    def price_unresolved(self, verdicts: Sequence[Verdict]) -> None:
+        """Each unresolved series' advice in time on this box: the launches that would resolve it (80% power) at
+        its config's launch cost in the plan (`about 4 more launches, 3.2 h on this box`)."""
+        costs = {c.config: c.launch_s for c in (self.plan.costs if self.plan else [])}
+        for v in verdicts:
+            st = v.stat
+            if v.verdict != Kind.UNRESOLVED or not st or v.config not in costs or "answer" in st or not st.get("cv"):
+                continue
+            n = to_resolve(float(st["cv"]), float(st["tolerance"]), int(st["n_ref"]))
+            if n is None or n <= int(st["n_new"]) or "on this box" in (v.note or ""):
+                continue
+            more = n - int(st["n_new"])
+            v.note = (f"{v.note}; " if v.note else "") + \
+                f"{more} more launch{'es' if more > 1 else ''} of {v.config} would resolve it: " \
+                f"{hours(more * costs[v.config])} on this box ({hours(costs[v.config])} a launch, the plan's price)"
 
     def record_costs(self) -> None:
         """With the baselines: what a launch of each config measured here cost (load, and its tests on one launch),

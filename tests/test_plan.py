@@ -111,3 +111,19 @@ def test_recording_measures_until_the_reference_can_resolve_its_tolerance(pytest
         assert len(launches) == RECORDING_CAP or (n is not None and n <= 5), (launches, cv)
         assert entry["detectable"] == pytest.approx(detectable_drop(cv, 1, 0.01, len(launches)), abs=1e-4)
     assert report(pytester)["run"]["launches"]["t"]["launches"] >= 2
+
+
+@pytest.mark.slow
+def test_unresolved_advice_is_priced_in_time_on_this_box(pytester: pytest.Pytester) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(TWO_SCENARIOS)
+    noisy = ("--glm5-sim-noise", "0.02")
+    assert pytester.runpytest("--update-baselines", "--glm5-launches", "3", *noisy).ret == 0
+    # One look: a 3% slower decode on one launch against a 3-launch reference cannot be resolved either way.
+    result = pytester.runpytest("--glm5-sim-slowdown", "0.97", *noisy, "--glm5-max-repeats", "1",
+                                "--glm5-report", "report.json")
+    unresolved = [v for v in report(pytester)["verdicts"] if v["verdict"] == "unresolved"]
+    assert unresolved, result.stdout.str()
+    for v in unresolved:
+        assert "more launch" in v["note"] and " of t would resolve it: " in v["note"], v["note"]
+        assert v["note"].endswith("a launch, the plan's price)"), v["note"]
