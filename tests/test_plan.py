@@ -125,5 +125,7 @@ def test_unresolved_advice_is_priced_in_time_on_this_box(pytester: pytest.Pytest
     unresolved = [v for v in report(pytester)["verdicts"] if v["verdict"] == "unresolved"]
     assert unresolved, result.stdout.str()
     for v in unresolved:
-        assert "more launch" in v["note"] and " of t would resolve it: " in v["note"], v["note"]
+        if "record more" in v["note"]:
+            continue  # a reference whose spread no count of new launches can beat: the advice is to record more
+        assert " of t would resolve it: " in v["note"] or "another launch of t may resolve it: " in v["note"], v["note"]
         assert v["note"].endswith("a launch, the plan's price)"), v["note"]
