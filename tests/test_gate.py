@@ -177,7 +177,7 @@ def test_unresolved_series_get_rounds_of_their_config(pytester: pytest.Pytester)
     for v in report(pytester)["verdicts"]:
         assert v["verdict"] in ("unresolved", "regression"), v
         assert v["test"]["detectable"] > 0 and v["test"]["worst"] < 0
-        if v["verdict"] == "unresolved":
+        if v["verdict"] == "unresolved" and "Benjamini-Hochberg" not in v["note"]:  # else: the family's downgrade
             assert v["test"]["look"] == 3 and len(v["launches"]) == 3
             assert "rules out only a drop beyond" in v["note"], v["note"]
 
