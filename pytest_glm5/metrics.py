@@ -34,6 +34,12 @@ COUNT_METRICS = (
 )
 
 
+def log_cv(values: Sequence[float]) -> float:
+    """The spread of launch values as the t-test on logs sees it: the sample standard deviation of their logs
+    (about the CV for small spreads); values must be positive, at least two."""
+    return statistics.stdev(math.log(x) for x in values)
+
+
 def quantile_of(metric: str) -> float | None:
     """The quantile a latency percentile stands for (`p99_ttft_ms` -> 0.99, `median_itl_ms` -> 0.5), else None."""
     head = metric.split("_", 1)[0]

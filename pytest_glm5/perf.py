@@ -179,7 +179,6 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
     looks = gate.look(1).looks  # nightly: new launches in all; A/B: ABBA blocks
     cap = 4 * looks if ab else (max(looks, RECORDING_CAP) if run.recording else looks)
     done = 1  # the launch the tests measured on
-    made = 0
     while pend and done < max(planned, cap):
         cost = run.pool.load_estimate(config.name) + sum(p.measure_s for p in pend.values())
         why_not = run.budget(config.name, cost) if done >= planned else None  # planned: charged when it began
@@ -201,7 +200,6 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
             say(f"{config.name}: round {done + 1} failed, the series keep what earlier launches showed: {exc}")
             break
         done += 1
-        made += 1
         if ab and done % 4:
             continue  # an A/B is judged on whole ABBA blocks
         look_no = done // 4 if ab else done
@@ -212,7 +210,7 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
             short = run.recording and gate.reference_short(config.name, scenario, p.results, p.metrics, prov)
             if (not (checked.undecided or short) or checked.failures) and done >= planned:
                 del pend[scenario]
-    return made
+    return done - 1
 
 
 class Perf:

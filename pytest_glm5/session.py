@@ -145,6 +145,7 @@ class Glm5Session:
         self.errors: list[str] = []
         self.regressed: list[Verdict] = []  # the gate's failed items: confirmed regressions and provisional ones
         self.plan: Plan | None = None
+        self.stores: dict[Path, BaselineStore] = {}  # baselines files read for the plan (as check_baselines read them)
         self.budget: Budget | None = None
         self._measuring_since: dict[str, float] = {}  # config -> when its first test got its server here
         self.measure_s: dict[str, float] = {}  # config -> what its tests took on its first launch here
@@ -442,10 +443,12 @@ class Glm5Session:
         if model is None or hw is None:
             return None
         path = baseline_path(self.settings.baselines_root, hw, model)
-        try:
-            return path, BaselineStore(path)
-        except BaselineError:
-            return None  # check_baselines said why already
+        if path not in self.stores:
+            try:
+                self.stores[path] = BaselineStore(path)
+            except BaselineError:
+                return None  # check_baselines said why already
+        return path, self.stores[path]
 
     def cost_of(self, name: str, tests: int) -> ConfigCost:
         """What one launch of this config, measuring `tests` tests, costs on this box."""
@@ -470,7 +473,7 @@ class Glm5Session:
                   if (model := cfg.model or self.settings.model) is not None
                   and (hw := self.hardware_known(cfg)) is not None}
         try:
-            files = check_stores(self.settings.baselines_root, wanted)
+            files = check_stores(self.settings.baselines_root, wanted, self.stores)
         except GateError as exc:
             raise RunError(f"glm5: {exc}") from None
         if self.worker is None:

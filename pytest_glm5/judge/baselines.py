@@ -16,9 +16,7 @@ under a file lock, and re-read the file first so that concurrent writers do not 
 from __future__ import annotations
 
 import datetime as dt
-import math
 import re
-import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePath
 from typing import Any
@@ -27,7 +25,7 @@ import tomlkit
 from filelock import FileLock
 from tomlkit.exceptions import TOMLKitError
 
-from ..metrics import geometric_mean, higher_is_better, known_metric_names, summarize_repeats
+from ..metrics import geometric_mean, higher_is_better, known_metric_names, log_cv, summarize_repeats
 from ..textfiles import SHARED_MODE, atomic_write, read_utf8
 from .verdicts import (
     WORKLOAD_CHANGED,
@@ -295,7 +293,7 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
             if v.launches:
                 entry["launches"] = [round(x, 4) for x in v.launches]
                 if detectable is not None and len(v.launches) >= 2 and min(v.launches) > 0:
-                    cv = statistics.stdev(math.log(x) for x in v.launches)
+                    cv = log_cv(v.launches)
                     entry["detectable"] = round(detectable(cv, len(v.launches)), 4)
             elif "launches" in entry:
                 del entry["launches"]  # a value from a run without launch data: the old launches are not its spread

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..loadgen import BenchResult, Workload
-from ..metrics import higher_is_better, quantile_of, requests_needed
+from ..metrics import geometric_mean, higher_is_better, log_cv, quantile_of, requests_needed
 from ..settings import Settings
 from . import decide
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key
@@ -92,9 +90,11 @@ class GateError(Exception):
     """The gate cannot judge (no hardware key, a broken baselines file); the message says why and what to do."""
 
 
-def check_stores(root: Path, wanted: dict[str, tuple[str, str]]) -> list[str]:
+def check_stores(root: Path, wanted: dict[str, tuple[str, str]],
+                 stores: dict[Path, BaselineStore] | None = None) -> list[str]:
     """Read the baselines file of each config's (hardware, model) now; GateError names the first that cannot be
-    used. Returns a line per file: which configs read it, and which of them it holds nothing for."""
+    used. Returns a line per file: which configs read it, and which of them it holds nothing for. `stores`: filled
+    with what was read, for the plan (a large file takes about half a second to parse)."""
     users: dict[Path, list[str]] = {}
     keys: dict[Path, str] = {}
     for config, (hw, model) in wanted.items():
@@ -107,6 +107,8 @@ def check_stores(root: Path, wanted: dict[str, tuple[str, str]]) -> list[str]:
             store = BaselineStore(path)
         except BaselineError as exc:
             raise GateError(str(exc)) from None
+        if stores is not None:
+            stores[path] = store
         missing = [c for c in configs if not store.has_config(c)]
         state = ("MISSING" if not path.exists() else
                  f"nothing for {', '.join(missing)}" if missing else "an entry for each")
@@ -289,8 +291,8 @@ class PerfGate:
             bound = store.bound(config, scenario, metric)
             tolerance = bound.tolerance if bound is not None else store.default_tolerance()
             if not higher_is_better(metric):  # a ceiling's slack is part of its practical threshold, as judged
-                tolerance = max(tolerance, store.latency_slack_ms() / statistics.geometric_mean(values))
-            cv = statistics.stdev(math.log(x) for x in values)
+                tolerance = max(tolerance, store.latency_slack_ms() / geometric_mean(values))
+            cv = log_cv(values)
             n = decide.to_resolve(cv, tolerance, len(values))
             if n is None or n > looks:
                 return True

@@ -7,12 +7,11 @@ those launches take, from a report's unresolved series, a baselines file's refer
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..metrics import log_cv
 from ..plan import hours
 from .baselines import BaselineStore
 from .decide import to_resolve
@@ -76,7 +75,7 @@ def from_baselines(path: Path, launch_s: float | None, tolerance: float | None) 
         launches: Sequence[float] = entry.get("launches") or []
         if len(launches) < 2:
             continue
-        cv = statistics.stdev(math.log(x) for x in launches)  # as the t-test sees the spread: sd of the logs
+        cv = log_cv(launches)
         bound = store.bound(config, scenario, metric)
         tol = tolerance if tolerance is not None else (bound.tolerance if bound is not None else 0.05)
         cost = store.cost(config)
