@@ -167,9 +167,10 @@ def test_unresolved_series_get_rounds_of_their_config(pytester: pytest.Pytester)
     pytester.makepyfile(TWO_SCENARIOS)
     noisy = ("--glm5-sim-noise", "0.1")
     assert pytester.runpytest("--update-baselines", "--glm5-launches", "3", *noisy).ret == 0
-    # A 6% drop against a 10% CV reference of 3 launches: one launch cannot resolve either series, so the config is
-    # launched again for both together, up to the cap of 3 looks; neither may read "pass".
-    result = pytester.runpytest("--glm5-sim-slowdown", "0.94", *noisy, "--glm5-max-repeats", "3",
+    # A 20% drop against a 10% CV reference: one launch cannot resolve either series, so the config is launched again
+    # for both together, up to the cap of 3 looks; neither may read "pass". (With a 6% drop a launch drawn 20% fast
+    # rightly passed, about 1 run in 50: the pass rule bounds that only for drops beyond the tolerance's margin.)
+    result = pytester.runpytest("--glm5-sim-slowdown", "0.8", *noisy, "--glm5-max-repeats", "3",
                                 "--glm5-report", "report.json")
     assert result.ret in (0, 1)
     said_lines(result, ["glm5: t: round 2 (2 scenarios unresolved): a new launch measures c1, c2"])
