@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from . import proxies
+from . import proxies, transport
 from .clientload import ClientLoad, ClientMonitor
 from .metrics import RequestTiming, compute_metrics, first_errors, percentile
 
@@ -34,6 +35,9 @@ _JSON = {"Content-Type": "application/json"}
 STALE_RETRIES = 3
 PROBE_TRIES = 8
 FLUSH_TRIES = 3
+# How often a run looks at its stop check, its stall clock and its progress line: each look wakes the client, and
+# a timer's wake costs more than a token (clientload.TICK_S).
+WATCH_S = 0.5
 
 
 class BenchError(Exception):
@@ -256,6 +260,8 @@ class _Stream:
         self.done = False
         self.usage_seen = False
         self.server_prompt_len = False  # text prompts: the server's count of prompt tokens is the truth
+        # Chosen once: this runs for every token of every stream.
+        self._feed = self._feed_native if protocol == "sglang" else self._feed_openai
 
     def feed_line(self, payload: bytes, now: float) -> None:
         """One SSE `data:` payload."""
@@ -266,19 +272,13 @@ class _Stream:
             data = orjson.loads(payload)
         except orjson.JSONDecodeError:
             raise _StreamFailure(f"malformed SSE data: {payload[:80]!r}") from None
-        if not isinstance(data, dict):
+        if type(data) is not dict:
             raise _StreamFailure(f"SSE data is not a JSON object: {payload[:80]!r}")
-        self.feed(data, now)
-
-    def feed(self, data: dict[str, Any], now: float) -> None:
         if "error" in data:
             err = data["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err
             raise _StreamFailure(f"server error in stream: {msg}")
-        if self.protocol == "sglang":
-            self._feed_native(data, now)
-        else:
-            self._feed_openai(data, now)
+        self._feed(data, now)
 
     def _feed_native(self, data: dict[str, Any], now: float) -> None:
         meta = data.get("meta_info") or {}
@@ -361,6 +361,7 @@ class LoadRunner:
         self.completed_total = 0  # every phase's completed requests and their tokens: the server's /metrics counts
         self.tokens_total = 0  # the same requests, so the two can be held against each other
         self.pauses: list[str] = []
+        self.lean: transport.Pool | None = None  # the streams' own transport (None: aiohttp carries them)
 
     async def preflight(self, session: aiohttp.ClientSession, workload: Workload) -> None:
         """Reach the server within 5 s and learn its model id, or raise BenchError."""
@@ -433,34 +434,14 @@ class LoadRunner:
         stream.server_prompt_len = not self.shape.token_ids
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=workload.request_timeout_s)
         try:
-            async with await self._post(session, self.url + path, orjson.dumps(body), timeout,
-                                        workload.concurrency + STALE_RETRIES, rec) as resp:
-                if resp.status != 200:
-                    text = (await resp.text())[:200].replace("\n", " ")
-                    rec.error = f"HTTP {resp.status}: {text}"
-                    rec.latency = time.perf_counter() - rec.start
-                    return rec
-                rest = b""
-                # Whole reads, split here: one await per network read rather than one per line.
-                async for data in resp.content.iter_any():
-                    now = time.perf_counter()
-                    self.last_progress = now
-                    *lines, rest = (rest + data).split(b"\n")
-                    for line in lines:
-                        if line.startswith(b"data:"):
-                            stream.feed_line(line[5:].strip(), now)
-                if rest.startswith(b"data:"):
-                    stream.feed_line(rest[5:].strip(), time.perf_counter())
-                if stream.done:
-                    self.shape.done_marker = True
-                elif self.shape.done_marker is None:
-                    self.shape.done_marker = False
-                stream.finish(time.perf_counter())
+            if self.lean is not None:
+                await self._lean_one(path, body, stream, workload)
+            else:
+                await self._aiohttp_one(session, path, body, stream, workload)
         except _StreamFailure as exc:
             rec.error = str(exc)
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             rec.error = f"{exc.__class__.__name__}: {exc}".rstrip(": ")
         finally:
             self._in_flight -= 1
@@ -470,6 +451,53 @@ class LoadRunner:
             self.completed_total += 1
             self.tokens_total += rec.output_len
         return rec
+
+    def _ended(self, stream: _Stream) -> None:
+        if stream.done:
+            self.shape.done_marker = True
+        elif self.shape.done_marker is None:
+            self.shape.done_marker = False
+        stream.finish(time.perf_counter())
+
+    async def _lean_one(self, path: str, body: dict[str, Any], stream: _Stream, workload: Workload) -> None:
+        rec = stream.r
+        assert self.lean is not None
+
+        def sent() -> None:
+            rec.sent = time.perf_counter()
+
+        # The pool stamps its last read (Pool.last): the stall watch reads it, so no call per line for it here.
+        status, text = await self.lean.post(path, orjson.dumps(body), stream.feed_line, workload.request_timeout_s,
+                                            workload.concurrency + STALE_RETRIES, sent)
+        if status != 200:
+            rec.error = f"HTTP {status}: {text[:200]}".replace("\n", " ")
+            rec.latency = time.perf_counter() - rec.start
+            return
+        self._ended(stream)
+
+    async def _aiohttp_one(self, session: aiohttp.ClientSession, path: str, body: dict[str, Any], stream: _Stream,
+                           workload: Workload) -> None:
+        rec = stream.r
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=workload.request_timeout_s)
+        async with await self._post(session, self.url + path, orjson.dumps(body), timeout,
+                                    workload.concurrency + STALE_RETRIES, rec) as resp:
+            if resp.status != 200:
+                text = (await resp.text())[:200].replace("\n", " ")
+                rec.error = f"HTTP {resp.status}: {text}"
+                rec.latency = time.perf_counter() - rec.start
+                return
+            rest = b""
+            # Whole reads, split here: one await per network read rather than one per line.
+            async for data in resp.content.iter_any():
+                now = time.perf_counter()
+                self.last_progress = now
+                *lines, rest = (rest + data).split(b"\n")
+                for line in lines:
+                    if line.startswith(b"data:"):
+                        stream.feed_line(line[5:].strip(), now)
+            if rest.startswith(b"data:"):
+                stream.feed_line(rest[5:].strip(), time.perf_counter())
+            self._ended(stream)
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: bytes,
                     timeout: aiohttp.ClientTimeout, tries: int, rec: RequestTiming) -> aiohttp.ClientResponse:
@@ -512,7 +540,7 @@ class LoadRunner:
 
     async def _watch(self, workers: Sequence[asyncio.Future[None]]) -> None:
         while True:
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(WATCH_S)
             if self.progress is not None and self.window is not None:
                 t0, done0, tokens0, total = self.window
                 elapsed = time.perf_counter() - t0
@@ -520,6 +548,8 @@ class LoadRunner:
                 self.progress(f"{self.completed_total - done0} of {total} requests, {tokens / max(elapsed, 1e-9):.1f} "
                               f"output tok/s so far", elapsed)
             reason = self.stop_check() if self.stop_check else None
+            if self.lean is not None:
+                self.last_progress = max(self.last_progress, self.lean.last)
             quiet = time.perf_counter() - self.last_progress
             if not reason and self.stall_timeout_s is not None and quiet > self.stall_timeout_s:
                 busy = self.busy_check() if self.busy_check is not None else None
@@ -547,47 +577,57 @@ class LoadRunner:
         # A server on this machine is reached directly; one elsewhere through the proxy the environment names.
         async with aiohttp.ClientSession(connector=connector, trust_env=not proxies.is_local(self.url),
                                          trace_configs=[trace]) as session:
-            await self.preflight(session, workload)
-            await self.probe(session, workload)
-            if workload.warmup:
-                warm = await self._phase(
-                    session, workload, make_prompts(workload, workload.warmup, salt=1), min(workload.output_len, 32)
-                )
-                if warm and not self.aborted and not any(r.success for r in warm):
-                    raise BenchError(f"every warmup request failed: {first_errors(warm, 1)[0]}")
-                if workload.flush_cache and workload.protocol == "sglang":
-                    self.cache_note = await self._flush(session)
-            self.max_in_flight = 0
-            prompts = make_prompts(workload, workload.num_prompts)
-            started_at = time.time()
-            t0 = time.perf_counter()
-            monitor = ClientMonitor().start()
-            self.window = (t0, self.completed_total, self.tokens_total, len(prompts))
-            out_lens = output_lengths(workload, workload.num_prompts)
-            records = [] if self.aborted else await self._phase(session, workload, prompts, out_lens)
-            duration = time.perf_counter() - t0
-            client = monitor.stop([r.sent - r.start for r in records if r.sent])
-            metrics = compute_metrics(records, duration, t0)
-            metrics["failed"] = float(workload.num_prompts - metrics["completed"])
-            return BenchResult(
-                url=self.url,
-                workload=workload,
-                metrics=metrics,
-                records=records,
-                errors=first_errors(records) + ([f"aborted: {self.aborted}"] if self.aborted else []),
-                server_info=self.server_info,
-                max_in_flight=self.max_in_flight,
-                started_at=started_at,
-                aborted=self.aborted,
-                in_flight_at_abort=self.in_flight_at_abort,
-                stalled=self.stalled,
-                shape=self.shape,
-                client=client,
-                cache_note=self.cache_note,
-                pauses=list(self.pauses),
-                completed_total=self.completed_total,
-                tokens_total=self.tokens_total,
+            # https and proxied servers keep aiohttp, which speaks both; the rest stream on the lean transport.
+            if self.url.startswith("http://") and proxies.proxy_for(self.url) is None:
+                self.lean = transport.Pool(self.url)
+            try:
+                return await self._run(session, workload)
+            finally:
+                if self.lean is not None:
+                    self.lean.close()
+
+    async def _run(self, session: aiohttp.ClientSession, workload: Workload) -> BenchResult:
+        await self.preflight(session, workload)
+        await self.probe(session, workload)
+        if workload.warmup:
+            warm = await self._phase(
+                session, workload, make_prompts(workload, workload.warmup, salt=1), min(workload.output_len, 32)
             )
+            if warm and not self.aborted and not any(r.success for r in warm):
+                raise BenchError(f"every warmup request failed: {first_errors(warm, 1)[0]}")
+            if workload.flush_cache and workload.protocol == "sglang":
+                self.cache_note = await self._flush(session)
+        self.max_in_flight = 0
+        prompts = make_prompts(workload, workload.num_prompts)
+        started_at = time.time()
+        t0 = time.perf_counter()
+        monitor = ClientMonitor().start()
+        self.window = (t0, self.completed_total, self.tokens_total, len(prompts))
+        out_lens = output_lengths(workload, workload.num_prompts)
+        records = [] if self.aborted else await self._phase(session, workload, prompts, out_lens)
+        duration = time.perf_counter() - t0
+        client = monitor.stop([r.sent - r.start for r in records if r.sent])
+        metrics = compute_metrics(records, duration, t0)
+        metrics["failed"] = float(workload.num_prompts - metrics["completed"])
+        return BenchResult(
+            url=self.url,
+            workload=workload,
+            metrics=metrics,
+            records=records,
+            errors=first_errors(records) + ([f"aborted: {self.aborted}"] if self.aborted else []),
+            server_info=self.server_info,
+            max_in_flight=self.max_in_flight,
+            started_at=started_at,
+            aborted=self.aborted,
+            in_flight_at_abort=self.in_flight_at_abort,
+            stalled=self.stalled,
+            shape=self.shape,
+            client=client,
+            cache_note=self.cache_note,
+            pauses=list(self.pauses),
+            completed_total=self.completed_total,
+            tokens_total=self.tokens_total,
+        )
 
     async def _flush(self, session: aiohttp.ClientSession) -> str | None:
         """Empty the prefix cache; the reason it stayed warm, if it did."""
@@ -625,6 +665,19 @@ def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | No
     threshold = gc.get_threshold()
     gc.set_threshold(threshold[0], threshold[1], 1_000_000)
     try:
-        return asyncio.run(LoadRunner(url, stop_check, model_hint, busy_check, progress).run(workload))
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(LoadRunner(url, stop_check, model_hint, busy_check, progress).run(workload))
     finally:
         gc.set_threshold(*threshold)
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (it halves the client's CPU per token at one stream), else
+    asyncio's; GLM5_EVENT_LOOP=asyncio asks for asyncio's."""
+    if os.environ.get("GLM5_EVENT_LOOP", "uvloop") == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
