@@ -8,9 +8,11 @@ import json
 import resource
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .loadgen import PROTOCOLS, SAMPLINGS, BenchError, BenchResult, Workload, run_workload
+from .loadgen import PROTOCOLS, SAMPLINGS, BenchError, Workload, run_workload
 from .settings import parse_alpha, parse_duration, parse_effect, parse_fraction, parse_ratio, parse_url
 
 TABLE_COLUMNS = (
@@ -77,11 +79,11 @@ def raise_open_files_limit(concurrency: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else need, hard))
 
 
-def format_table(results: list[BenchResult]) -> str:
-    """bench results as an aligned text table, one row per concurrency."""
+def format_table(results: list[tuple[int, dict[str, float]]]) -> str:
+    """(concurrency limit, metrics) rows as an aligned text table, one row per concurrency."""
     head = ["limit"] + [c[0] for c in TABLE_COLUMNS]
-    rows = [[str(r.workload.concurrency)] + [fmt.format(r.metrics.get(key, 0.0)) for _, key, fmt in TABLE_COLUMNS]
-            for r in results]
+    rows = [[str(limit)] + [fmt.format(float(metrics.get(key) or 0.0)) for _, key, fmt in TABLE_COLUMNS]
+            for limit, metrics in results]
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
@@ -109,6 +111,12 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--json", type=Path, default=None, help="write one record per concurrency (JSON list)")
     p.add_argument("--details", action="store_true", help="include per-request records in --json")
+    p.add_argument("--client", choices=("glm5", "bench_serving"), default="glm5",
+                   help="bench_serving: SGLang's own client, with the same requests, as a cross-check (needs sglang "
+                        "installed, or its wheel via --sglang-wheel)")
+    p.add_argument("--sglang-wheel", type=Path, default=None,
+                   help="where sglang is not installed: the wheel bench_serving is read from "
+                        "(pip download --no-deps sglang==0.5.23; or GLM5_SGLANG_WHEEL)")
 
 
 def _ratio(text: str) -> float:
@@ -120,34 +128,65 @@ def _ratio(text: str) -> float:
 
 def cmd_bench(ns: argparse.Namespace) -> int:
     """Run `glm5 bench`; one-line errors, non-zero exit on failure."""
-    results: list[BenchResult] = []
+    rows: list[tuple[int, Measured]] = []
     try:
         raise_open_files_limit(max(ns.concurrency))
-        for c in ns.concurrency:
-            wl = Workload(concurrency=c, num_prompts=ns.num_prompts or max(8, 4 * c), input_len=ns.input_len,
-                          output_len=ns.output_len, protocol=ns.protocol,
-                          warmup=c if ns.warmup is None else ns.warmup, seed=ns.seed,
-                          range_ratio=ns.range_ratio, sampling=ns.sampling)
-            print(f"glm5 bench: {wl.label()}, {wl.num_prompts} prompts against {ns.url} ...", file=sys.stderr)
-            results.append(run_workload(ns.url, wl))
+        measure, by = _client(ns)
+        for wl in _workloads(ns):
+            print(f"glm5 bench: {wl.label()}, {wl.num_prompts} prompts against {ns.url}{by} ...", file=sys.stderr)
+            rows.append((wl.concurrency, measure(wl)))
     except (BenchError, ValueError) as exc:
         print(f"glm5 bench: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("glm5 bench: interrupted", file=sys.stderr)
         return 130
-    print(format_table(results))
-    failed = sum(r.failed for r in results)
-    for r in results:
-        for err in r.errors:
-            print(f"c{r.workload.concurrency}: {err}", file=sys.stderr)
+    print(format_table([(limit, m.metrics) for limit, m in rows]))
+    for limit, m in rows:
+        for err in m.errors:
+            print(f"c{limit}: {err}", file=sys.stderr)
     if ns.json:
         try:
-            ns.json.write_text(json.dumps([r.to_dict(details=ns.details) for r in results], indent=2))
+            ns.json.write_text(json.dumps([m.record for _, m in rows], indent=2))
         except OSError as exc:
             print(f"glm5 bench: error: cannot write {ns.json}: {exc.strerror}", file=sys.stderr)
             return 2
-    return 1 if failed else 0
+    return 1 if any(m.metrics.get("failed") for _, m in rows) else 0
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One concurrency's figures, its requests' distinct errors and its --json record, whichever client ran it."""
+
+    metrics: dict[str, float]
+    errors: list[str]
+    record: dict[str, Any]
+
+
+def _client(ns: argparse.Namespace) -> tuple[Callable[[Workload], Measured], str]:
+    """The chosen client as a function of a Workload, and how the progress line names it."""
+    if ns.client == "glm5":
+        def ours(wl: Workload) -> Measured:
+            r = run_workload(ns.url, wl)
+            return Measured(r.metrics, r.errors, r.to_dict(details=ns.details))
+
+        return ours, ""
+    from . import benchserving
+
+    source = benchserving.load(ns.sglang_wheel)
+
+    def theirs(wl: Workload) -> Measured:
+        result = benchserving.run(ns.url, wl, source)
+        record = benchserving.record(result, wl, source, ns.details)
+        return Measured(record["metrics"], record["errors"], record)
+
+    return theirs, f" by {source.described}"
+
+
+def _workloads(ns: argparse.Namespace) -> list[Workload]:
+    return [Workload(concurrency=c, num_prompts=ns.num_prompts or max(8, 4 * c), input_len=ns.input_len,
+                     output_len=ns.output_len, protocol=ns.protocol, warmup=c if ns.warmup is None else ns.warmup,
+                     seed=ns.seed, range_ratio=ns.range_ratio, sampling=ns.sampling) for c in ns.concurrency]
 
 
 def _checked(parse: Callable[[str], float]) -> Callable[[str], float]:

