@@ -37,6 +37,7 @@ OPENAI_COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top
                             "stop", "seed", "logprobs", "echo", "presence_penalty", "frequency_penalty", "best_of",
                             "logit_bias", "suffix", "user"}
 DECODE_LOG_INTERVAL = 40
+BACKLOG = 2048  # pending connections the listening socket holds: uvicorn's default, as SGLang serves
 log = logging.getLogger("sglang.sim")
 
 
@@ -599,7 +600,9 @@ async def serve(srv: SimServer) -> int:
     await runner.setup()
     host, port = srv.args["host"], srv.args["port"]
     try:
-        await web.TCPSite(runner, host, port, reuse_address=True).start()
+        # uvicorn's backlog, which SGLang serves with: at aiohttp's 128, a burst of 256 connects met while the loop
+        # was busy lost SYNs, and those requests came a whole retransmit (1 s) later.
+        await web.TCPSite(runner, host, port, reuse_address=True, backlog=BACKLOG).start()
     except OSError as exc:
         _say(f"ERROR: [Errno {exc.errno}] error while attempting to bind on address ({host!r}, {port}): "
              f"{exc.strerror}")
