@@ -25,12 +25,16 @@ from dataclasses import asdict, dataclass
 
 from .metrics import THROUGHPUT_METRICS, percentile
 
-# A timer every 100 ms. A timer's wake costs the client far more than a token does on a VM (measured on a 2-core
-# VM at one stream of 250 tokens/s: a 5 ms tick added 60 us of CPU per token, a 50 ms one 15-20 us, against 3 us to
-# parse a token): the 5 ms tick was more than half the client's CPU at one stream. The mean lag does not depend on
-# the tick (a timer due at a random moment is late by what is left of the busy stretch it fell in), and a
-# 15-minute window still holds 9,000 of them for the tail.
+# A timer every 100 ms, after 5 ms ones through the window's first 2 s. A timer's wake costs the client far more
+# than a token does on a VM (measured on a 2-core VM at one stream of 250 tokens/s: a 5 ms tick added 60 us of CPU
+# per token, a 50 ms one 15-20 us, against 3 us to parse a token): a 5 ms tick throughout was more than half the
+# client's CPU at one stream. The mean lag does not depend on the tick (a timer due at a random moment is late by
+# what is left of the busy stretch it fell in), but its spread does: a 1-s window of 100 ms ticks has ten samples,
+# and one that met a 60 ms stall read a 6 ms mean (a CI run called a point client-bound on it). So a window starts
+# with fast ticks and each sample counts for the time it stands for; 15 minutes still hold 9,000 for the tail.
 TICK_S = 0.1
+FIRST_TICK_S = 0.005
+FIRST_FOR_S = 2.0
 # asyncio wakes a timer up to 1 ms late by design (epoll counts whole ms, rounded up); a socket's data wakes it at
 # once. Only lateness beyond that is the loop being busy or the process being kept off a CPU.
 TIMER_ROUNDING_S = 0.001
@@ -119,7 +123,7 @@ class ClientMonitor:
     """Started around a measured window inside the client's event loop; `stop` gives its ClientLoad."""
 
     def __init__(self) -> None:
-        self.lags: list[float] = []
+        self.lags: list[tuple[float, float]] = []  # (seconds late, seconds of the window the sample stands for)
         self._task: asyncio.Task[None] | None = None
         self._t0 = 0.0
         self._sched0: tuple[float, float] | None = None
@@ -128,10 +132,13 @@ class ClientMonitor:
         # Lateness against the time the loop itself set the timer for: uvloop's clock is libuv's, in whole ms and
         # read once per loop pass, so it sets timers from a clock up to a pass old. Both clocks are CLOCK_MONOTONIC.
         loop = asyncio.get_running_loop()
+        fast_until = loop.time() + FIRST_FOR_S
         while True:
-            due = loop.time() + TICK_S
-            await asyncio.sleep(TICK_S)
-            self.lags.append(max(0.0, time.monotonic() - due - TIMER_ROUNDING_S))
+            now = loop.time()
+            tick = FIRST_TICK_S if now < fast_until else TICK_S
+            due = now + tick
+            await asyncio.sleep(tick)
+            self.lags.append((max(0.0, time.monotonic() - due - TIMER_ROUNDING_S), tick))
 
     def start(self) -> ClientMonitor:
         """Begin the window (call inside the running loop)."""
@@ -152,7 +159,18 @@ class ClientMonitor:
         if self._sched0 is not None and end is not None and duration > 0:
             cpu = (end[0] - self._sched0[0]) / duration
             wait = (end[1] - self._sched0[1]) / duration
-        lags = [x * 1000 for x in self.lags] or [0.0]
+        lags = [(late * 1000, weight) for late, weight in self.lags] or [(0.0, 1.0)]
         sends = [x * 1000 for x in send_delays] or [0.0]
-        return ClientLoad(duration, sum(lags) / len(lags), percentile(lags, 99), max(lags),
-                          sum(sends) / len(sends), percentile(sends, 99), cpu, wait)
+        total = sum(w for _, w in lags)
+        return ClientLoad(duration, sum(x * w for x, w in lags) / total, _weighted_quantile(lags, 0.99, total),
+                          max(x for x, _ in lags), sum(sends) / len(sends), percentile(sends, 99), cpu, wait)
+
+
+def _weighted_quantile(samples: list[tuple[float, float]], q: float, total: float) -> float:
+    """The smallest value with at least q of the total weight at or below it."""
+    seen = 0.0
+    for value, weight in sorted(samples):
+        seen += weight
+        if seen >= q * total:
+            return value
+    return max(v for v, _ in samples)
