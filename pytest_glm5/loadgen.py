@@ -436,9 +436,14 @@ class LoadRunner:
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
             if self.lean is not None:
-                await self._lean_one(path, body, stream, workload)
+                status, text = await self._lean_one(path, body, stream, workload)
             else:
-                await self._aiohttp_one(session, path, body, stream, workload)
+                status, text = await self._aiohttp_one(session, path, body, stream, workload)
+            if status == 200:
+                self._ended(stream)
+            else:
+                rec.error = f"HTTP {status}: {text[:200]}".replace("\n", " ")
+                rec.latency = time.perf_counter() - rec.start
         except _StreamFailure as exc:
             rec.error = str(exc)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -459,7 +464,8 @@ class LoadRunner:
             self.shape.done_marker = False
         stream.finish(time.perf_counter())
 
-    async def _lean_one(self, path: str, body: dict[str, Any], stream: _Stream, workload: Workload) -> None:
+    async def _lean_one(self, path: str, body: dict[str, Any], stream: _Stream,
+                        workload: Workload) -> tuple[int, str]:
         rec = stream.r
         assert self.lean is not None
 
@@ -467,25 +473,16 @@ class LoadRunner:
             rec.sent = time.perf_counter()
 
         # The pool stamps its last read (Pool.last): the stall watch reads it, so no call per line for it here.
-        status, text = await self.lean.post(path, orjson.dumps(body), stream.feed_line, workload.request_timeout_s,
-                                            workload.concurrency + STALE_RETRIES, sent)
-        if status != 200:
-            rec.error = f"HTTP {status}: {text[:200]}".replace("\n", " ")
-            rec.latency = time.perf_counter() - rec.start
-            return
-        self._ended(stream)
+        return await self.lean.post(path, orjson.dumps(body), stream.feed_line, workload.request_timeout_s,
+                                    workload.concurrency + STALE_RETRIES, sent)
 
     async def _aiohttp_one(self, session: aiohttp.ClientSession, path: str, body: dict[str, Any], stream: _Stream,
-                           workload: Workload) -> None:
-        rec = stream.r
+                           workload: Workload) -> tuple[int, str]:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=workload.request_timeout_s)
         async with await self._post(session, self.url + path, orjson.dumps(body), timeout,
-                                    workload.concurrency + STALE_RETRIES, rec) as resp:
+                                    workload.concurrency + STALE_RETRIES, stream.r) as resp:
             if resp.status != 200:
-                text = (await resp.text())[:200].replace("\n", " ")
-                rec.error = f"HTTP {resp.status}: {text}"
-                rec.latency = time.perf_counter() - rec.start
-                return
+                return resp.status, await resp.text()
             rest = b""
             # Whole reads, split here: one await per network read rather than one per line.
             async for data in resp.content.iter_any():
@@ -497,7 +494,7 @@ class LoadRunner:
                         stream.feed_line(line[5:].strip(), now)
             if rest.startswith(b"data:"):
                 stream.feed_line(rest[5:].strip(), time.perf_counter())
-            self._ended(stream)
+            return resp.status, ""
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: bytes,
                     timeout: aiohttp.ClientTimeout, tries: int, rec: RequestTiming) -> aiohttp.ClientResponse:
