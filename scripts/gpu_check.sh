@@ -17,7 +17,7 @@ fi
 PLUGIN=(-p pytest_glm5.plugin)
 python3 -c "import importlib.metadata as m; m.version('pytest-glm5')" 2>/dev/null && PLUGIN=()
 # Three repeats a point: the verdict takes the median and new entries get a tolerance from their spread.
-H200=(gpu --glm5-configs gpu/configs.toml --glm5-baselines="$OUT/baselines" --glm5-log-dir="$OUT/logs" -p no:randomly
+H200=(gpu/test_h200.py --glm5-configs gpu/configs.toml --glm5-baselines="$OUT/baselines" --glm5-log-dir="$OUT/logs" -p no:randomly
       -rs --glm5-repeats "${GLM5_REPEATS:-3}")
 echo "== GPU"; nvidia-smi --query-gpu=name,compute_cap,memory.used,power.draw,driver_version --format=csv
 echo "== hardware key and inventory (NVML)"

@@ -333,3 +333,20 @@ def test_every_output_of_a_small_run_document(tmp_path: Path, capsys: pytest.Cap
     (tmp_path / "slower.json").write_text(json.dumps(slower))
     assert glm5(["compare", str(tmp_path / "r.json"), str(tmp_path / "slower.json")]) == 1
     assert "REGRESSION cfg0 c1 output_throughput: DIFFERENT/worse" in capsys.readouterr().out
+
+
+def test_the_resolved_line_names_only_what_there_is() -> None:
+    # An A/B run on the H200 whose one series stayed UNKNOWN printed "resolved: 0 of 1 statistical series (); 1
+    # unresolved, the drop they could find 26-26%".
+    from pytest_glm5.judge.verdicts import Verdict
+    from pytest_glm5.report.terminal import resolved_line
+
+    def series(verdict: str, detectable: float) -> Verdict:
+        v = Verdict("c", "s", "output_throughput", 1.0, None, verdict)
+        v.stat = {"detectable": detectable}  # type: ignore[typeddict-item]
+        return v
+
+    assert resolved_line([series("unresolved", 0.26)]) == \
+        "resolved: 0 of 1 statistical series; 1 unresolved, the drop they could find 26%"
+    assert resolved_line([series("pass", 0.02), series("unresolved", 0.04), series("unresolved", 0.13)]) == \
+        "resolved: 1 of 3 statistical series (1 pass); 2 unresolved, the drop they could find 4-13%"

@@ -196,13 +196,14 @@ def resolved_line(verdicts: Sequence[Verdict]) -> str:
     kinds: dict[str, int] = {}
     for v in done:
         kinds[str(v.verdict)] = kinds.get(str(v.verdict), 0) + 1
-    line = f"resolved: {len(done)} of {len(stat)} statistical series (" + \
-        ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
+    line = f"resolved: {len(done)} of {len(stat)} statistical series"
+    if kinds:
+        line += " (" + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
     open_ = [v for v in stat if v.verdict == UNRESOLVED]
     seen = sorted(float(x) for v in open_ if (x := v.stat.get("detectable")) is not None)
     if open_:
-        line += f"; {len(open_)} unresolved" + (f", the drop they could find {seen[0] * 100:.0f}-"
-                                                 f"{seen[-1] * 100:.0f}%" if seen else "")
+        span = "-".join(dict.fromkeys(f"{x * 100:.0f}" for x in (seen[0], seen[-1]))) if seen else ""
+        line += f"; {len(open_)} unresolved" + (f", the drop they could find {span}%" if seen else "")
     return line
 
 
