@@ -50,6 +50,21 @@ def quantile_of(metric: str) -> float | None:
     return None
 
 
+def latency_family(metric: str) -> str:
+    """`ttft` or `itl` for a metric taken over that distribution (`p99_ttft_ms`, `mean_itl_ms`), else ""."""
+    parts = metric.split("_")
+    return parts[1] if len(parts) == 3 and parts[1] in ("ttft", "itl") and parts[2] == "ms" else ""
+
+
+CDF_POINTS = 21  # a recorded distribution: 0, 5, ... 100%
+
+
+def cdf_points(values: Sequence[float], points: int = CDF_POINTS) -> list[float]:
+    """The values at evenly spaced quantiles (0 to 100%), as a report or a baselines entry keeps a distribution."""
+    ordered = sorted(values)
+    return [round(_quantile_sorted(ordered, 100 * i / (points - 1)), 4) for i in range(points)] if ordered else []
+
+
 def requests_needed(q: float) -> int:
     """Requests per launch a q-quantile is judged from: at least one of them expected above it (n (1 - q) >= 1,
     so 100 for a p99, 10 for a p90); from fewer, the "p99" is the sample's maximum, a figure of the count."""

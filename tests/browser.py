@@ -39,6 +39,8 @@ class Opened:
     inked: list[int] = field(default_factory=list)  # non-blank pixels per chart canvas
     first_paint_ms: float = 0.0
     table_rows: list[str] = field(default_factory=list)
+    table_clipped: bool = False  # the verdict table's box hides rows behind a scroll bar
+    legends: list[list[str]] = field(default_factory=list)  # each chart's series labels, in page order
 
     @property
     def outside(self) -> list[str]:
@@ -77,6 +79,12 @@ def open_page(path: Path, screenshot: Path | None = None, width: int = 1400, hei
             out.inked = [int(x) for x in page.evaluate(INKED)]
             out.table_rows = [str(x) for x in page.evaluate(
                 "() => [...document.querySelectorAll('#verdict-table tbody tr')].map(r => r.innerText)")]
+            out.table_clipped = bool(page.evaluate(
+                "() => { const w = document.querySelector('.tablewrap'); "
+                "return w.scrollHeight > w.clientHeight + 1; }"))
+            out.legends = [[str(x) for x in labels] for labels in page.evaluate(
+                "() => [...document.querySelectorAll('.uplot')].map(u => "
+                "[...u.querySelectorAll('.u-legend .u-label')].map(l => l.textContent))")]
         finally:
             browser.close()
     return out

@@ -23,10 +23,16 @@ def _verdict(config: str, conc: int, metric: str, value: float, verdict: str, ni
     return {"config": config, "scenario": f"c{conc}", "metric": metric, "measured": value, "unit": unit,
             "verdict": verdict, "test_id": f"suites/test_sm120.py::test_sweep[{config}-c{conc}]",
             "model": "/models/GLM-5-NVFP4",
-            "bound": {"kind": kind, "value": base, "tolerance": 0.03, "launches": [base] * 5,
-                      "target": 100.0 if metric == "output_throughput" and conc == 1 else None},
+            "bound": {"kind": kind, "value": base, "tolerance": 0.03,
+                      "launches": [base * rng.lognormvariate(0, 0.01) for _ in range(5)],
+                      "target": 100.0 if metric == "output_throughput" and conc == 1 else None,
+                      # the recorded distribution, 21 points, where the metric is taken over TTFT or ITL
+                      "cdf": sorted(base * rng.lognormvariate(-0.5, 0.3) for _ in range(21))
+                      if "ttft" in metric or "itl" in metric else []},
             "delta": (value - base) / base * (1 if kind == "floor" else -1), "to_go": None,
-            "spread": {"min": min(launches), "max": max(launches), "cv": 0.01, "n": 3}, "samples": launches,
+            "spread": {"min": min(launches), "max": max(launches), "cv": 0.01, "n": 3,
+                       **({"requests": 3 * 4 * conc, "order_ci95": [0.97 * value, 1.04 * value]}
+                          if metric.startswith("p99") else {})}, "samples": launches,
             "launches": launches,
             "test": {"describe": f"{(value / base - 1) * 100:+.1f}% [-2.0%, +2.0%], p 0.4, CV 1.0%, 3 vs 5 launches",
                      "against": "5 reference launches", "gain": 0.0},

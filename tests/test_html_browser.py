@@ -32,10 +32,18 @@ def test_forty_tests_ninety_nights_page_size_paint_and_every_chart(tmp_path: Pat
     assert opened.errors == []
     assert opened.outside == [] and opened.requests == [page.resolve().as_uri()]
     assert opened.expected == opened.drawn == len(opened.inked)
-    # 5 configs: throughput, 2 CDFs, 3 telemetry charts; one history chart per gated series.
-    assert opened.expected == 5 * 6 + len(analyses)
+    # 5 configs: throughput against concurrency, the strips of today's launches beside the reference's, 2 CDFs (with
+    # the reference's), 3 telemetry charts; one history chart per gated series.
+    assert opened.expected == 5 * 7 + len(analyses)
     assert min(opened.inked) > 500, opened.inked
     assert opened.table_rows[0].startswith("regression") and opened.table_rows[1].startswith("regression")
+    # Every verdict in view (nothing behind a scroll bar), and a p99 says what it was taken from.
+    assert not opened.table_clipped and len(opened.table_rows) == len(doc["verdicts"])
+    assert any("p99 of 3,072 requests · 95% CI" in r for r in opened.table_rows), opened.table_rows[:3]
+    strips = [x for x in opened.legends if "today's launches" in x]
+    assert len(strips) == 5 and all("reference launches" in x for x in strips)
+    cdfs = [x for x in opened.legends if x and x[0] in ("TTFT ms", "ITL ms")]
+    assert len(cdfs) == 10 and all(sum(lab.endswith("(reference)") for lab in x) == 8 for x in cdfs), cdfs[0]
     assert shot.stat().st_size > 20_000
     # First paint: the median of three loads (one load on a shared 2-core machine can stall on the host).
     paints = [opened.first_paint_ms] + [open_page(page).first_paint_ms for _ in range(2)]
@@ -57,7 +65,7 @@ def test_a_real_run_page_with_telemetry_and_its_history(pytester: pytest.Pyteste
     assert slow.ret == 1
     opened = open_page(pytester.path / "r.html", screenshot=pytester.path / "r.png")
     assert opened.errors == [] and opened.outside == []
-    # throughput, two CDFs, three telemetry charts, and the history of 4 series
-    assert opened.expected == opened.drawn == 6 + 4
+    # throughput against concurrency, its strips, two CDFs, three telemetry charts, and the history of 4 series
+    assert opened.expected == opened.drawn == 7 + 4
     assert min(opened.inked) > 500, opened.inked
     assert opened.table_rows[0].startswith("regression"), opened.table_rows

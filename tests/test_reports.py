@@ -350,3 +350,52 @@ def test_the_resolved_line_names_only_what_there_is() -> None:
         "resolved: 0 of 1 statistical series; 1 unresolved, the drop they could find 26%"
     assert resolved_line([series("pass", 0.02), series("unresolved", 0.04), series("unresolved", 0.13)]) == \
         "resolved: 1 of 3 statistical series (1 pass); 2 unresolved, the drop they could find 4-13%"
+
+
+TAILS = """
+import pytest
+
+@pytest.mark.server_config("t")
+@pytest.mark.parametrize("c", [1, 8])
+def test_point(perf, c):
+    results = perf.run(f"c{c}", concurrency=c, num_prompts=16 * c, input_len=8, output_len=16, warmup=1)
+    perf.check(results, f"c{c}", ["output_throughput", "p99_ttft_ms", "p99_itl_ms"])
+"""
+
+
+@pytest.mark.slow  # recording plans its launches: 12 here, about 40 s on 2 cores
+def test_the_page_shows_the_reference_beside_today(pytester: pytest.Pytester) -> None:
+    """Recording keeps each scenario's TTFT and ITL distribution; the next run's page draws it beside today's, puts
+    each scenario's launches beside the reference launches, and says how many requests a p99 came from."""
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(TAILS)
+    quiet = ("--glm5-sim-noise", "0.002")  # launches this alike resolve their references in two
+    assert pytester.runpytest("--update-baselines", "--glm5-launches", "2", *quiet).ret == 0
+    text = next((pytester.path / "baselines").rglob("*.toml")).read_text()
+    # One distribution per scenario and family (not one per metric), rising, 21 points; c1's p99 TTFT from 16
+    # requests is not recorded (too few for a p99), so c1 keeps its ITL distribution only.
+    cdfs = re.findall(r"^cdf = \[(.*)\]$", text, re.M)
+    assert len(cdfs) == 3, text
+    for cdf in cdfs:
+        xs = [float(x) for x in cdf.split(",")]
+        assert len(xs) == 21 and xs == sorted(xs) and xs[0] >= 0 and xs[-1] > 0
+    assert pytester.runpytest("--glm5-html", "r.html", *quiet).ret == 0
+    data = page_data(pytester.path / "r.html")
+    (cfg,) = data["configs"]
+    assert sorted(s["scenario"] for s in cfg["strips"]) == ["c1", "c8"]
+    for s in cfg["strips"]:
+        assert len(s["ref"]) >= 2 and len(s["today"]) >= 1 and s["tol"] > 0
+        assert abs(sum(s["ref"])) < 0.05  # changes from the reference's own mean
+    drawn = {(d["scenario"], key): d["ref_" + key] for d in cfg["dists"] for key in ("ttft", "itl")}
+    assert drawn["c1", "ttft"] is None  # not recorded: the page's title says which have none
+    for where in (("c1", "itl"), ("c8", "ttft"), ("c8", "itl")):
+        xs, ps = drawn[where]
+        assert xs == sorted(xs) and ps[-1] == 1.0 and len(xs) >= 2, where
+    # c8 judges its p99 TTFT from 128 requests a launch; c1's 16 are too few for a p99 and say so instead.
+    rows = {(v["s"], v["m"]): v for v in data["verdicts"]}
+    # (A launch each of today's: 128 requests, 128 x 15 gaps; a busy machine's client-bound p99 says it too.)
+    ttft, itl = rows["c8", "p99_ttft_ms"], rows["c8", "p99_itl_ms"]
+    assert ttft["n"] and ttft["n"] % 128 == 0 and ttft["nw"] == "requests", ttft
+    assert ttft["ci"] is None or ttft["ci"][0] <= ttft["v"] <= ttft["ci"][1]  # 128 requests bound no p99 from above
+    assert itl["nw"] == "inter-token gaps" and itl["n"] and itl["n"] % (128 * 15) == 0, itl
+    assert rows["c1", "p99_ttft_ms"]["verdict"] == "too few requests" and rows["c1", "p99_ttft_ms"]["n"] is None

@@ -16,6 +16,7 @@ under a file lock, and re-read the file first so that concurrent writers do not 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePath
@@ -25,7 +26,7 @@ import tomlkit
 from filelock import FileLock
 from tomlkit.exceptions import TOMLKitError
 
-from ..metrics import geometric_mean, higher_is_better, known_metric_names, log_cv, summarize_repeats
+from ..metrics import geometric_mean, higher_is_better, known_metric_names, latency_family, log_cv, summarize_repeats
 from ..textfiles import SHARED_MODE, atomic_write, read_utf8
 from .verdicts import (
     WORKLOAD_CHANGED,
@@ -52,6 +53,7 @@ ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
     "launches": list,
     "detectable": (int, float),  # the drop one new launch finds against `launches` (95% power, alpha 0.01)
     "target": (int, float),
+    "cdf": list,  # TTFT or ITL (ms) at 0, 5, ... 100% over the recording's requests: the page draws it
 }
 DEFAULTS_KEYS = {"tolerance", "latency_slack_ms", "note", "source", "method"}
 COSTS = "costs"  # [costs.CONFIG]: what a launch of the config costs on this hardware (plan.py), not a config
@@ -138,6 +140,11 @@ def _validate(path: Path, doc: dict[str, Any]) -> None:
                 if not all(isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in launches):
                     raise BaselineError(f"{path}: {where}: launches must be a list of positive numbers, one per "
                                         f"server launch, got {launches!r}")
+                cdf = entry.get("cdf", [])
+                if cdf and (not all(isinstance(x, int | float) and not isinstance(x, bool) and x >= 0 for x in cdf)
+                            or len(cdf) < 2 or any(b < a for a, b in itertools.pairwise(cdf))):
+                    raise BaselineError(f"{path}: {where}: cdf must be a rising list of numbers >= 0 (the recorded "
+                                        f"distribution in ms at evenly spaced quantiles), got {cdf!r}")
                 kinds = [k for k in ("floor", "ceiling") if k in entry]
                 if len(kinds) != 1:
                     raise BaselineError(f"{path}: {where}: needs exactly one of floor or ceiling")
@@ -202,7 +209,8 @@ class BaselineStore:
                      float(entry["measured"]) if "measured" in entry else None, str(entry.get("source", "")),
                      slack, dict(workload) if workload is not None else None,
                      tuple(float(x) for x in entry.get("launches", [])),
-                     float(entry["target"]) if "target" in entry else None)
+                     float(entry["target"]) if "target" in entry else None,
+                     tuple(float(x) for x in entry.get("cdf", [])))
 
     def widened(self) -> list[str]:
         """`config.scenario.metric` of each entry whose tolerance was widened from noise (ignored: the default
@@ -273,6 +281,7 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
         store = BaselineStore(path)
         doc = store.doc
         added: list[tuple[str, str, str, Any]] = []
+        drawn: set[tuple[str, str, str]] = set()  # one recorded distribution per scenario and family, not per metric
         for v in verdicts:
             kind = "floor" if higher_is_better(v.metric) else "ceiling"
             old = doc.get(v.config, {}).get(v.scenario, {}).get(v.metric)
@@ -298,6 +307,10 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
             elif "launches" in entry:
                 del entry["launches"]  # a value from a run without launch data: the old launches are not its spread
                 entry.pop("detectable", None)
+            family = (v.config, v.scenario, latency_family(v.metric))
+            if v.cdf and family not in drawn:
+                drawn.add(family)
+                entry["cdf"] = [float(f"{x:.4g}") for x in v.cdf]
             entry["updated"] = today or dt.date.today().isoformat()
             entry["provenance"] = _inline(v.provenance or provenance or {})
             if old is None:

@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..loadgen import BenchResult, Workload
-from ..metrics import geometric_mean, higher_is_better, log_cv, quantile_of, requests_needed
+from ..metrics import (
+    cdf_points,
+    geometric_mean,
+    higher_is_better,
+    latency_family,
+    log_cv,
+    quantile_of,
+    requests_needed,
+)
 from ..settings import Settings
 from . import decide
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key
@@ -30,10 +38,15 @@ def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
 
 def _tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> None:
     """A percentile judged from fewer requests per launch than it needs is not judged (it would be a figure of the
-    count: a p99 of 8 requests is their maximum); one judged carries its order-statistics CI in its spread."""
+    count: a p99 of 8 requests is their maximum); every other one (judged or not) carries the count it came from and
+    its order-statistics CI in its spread. Every TTFT and ITL verdict carries the distribution it was taken from
+    (recorded with the baselines, drawn on the page)."""
     for v in verdicts:
+        family = latency_family(v.metric)
+        if family:
+            v.cdf = cdf_points([x for r in results for x in _latencies(r, v.metric)])
         q = quantile_of(v.metric)
-        if q is None or v.verdict in NOT_JUDGED:
+        if q is None or v.verdict == Kind.TOO_FEW:
             continue
         # What the percentile is taken over: a request each for TTFT and latency, every gap between tokens for ITL.
         itl = v.metric.split("_")[1] == "itl"
@@ -43,7 +56,7 @@ def _tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> None:
             per_launch[r.launch or "0"] = per_launch.get(r.launch or "0", 0) + n
         fewest = min(per_launch.values(), default=0)
         need = requests_needed(q)
-        if fewest < need:
+        if fewest < need and v.verdict not in NOT_JUDGED:
             lower = next((f"p{p}" for p in (95, 90) if p / 100 < q and requests_needed(p / 100) <= fewest),
                          "median" if fewest >= 2 else None)
             head = v.metric.split("_", 1)[0]
@@ -55,13 +68,18 @@ def _tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> None:
             continue
         values = [x for r in results for x in _latencies(r, v.metric)]
         ci = order_ci(values, q) if values else None
-        if ci is not None:
-            v.spread = {**v.spread, "order_ci95": [round(ci[0], 4), round(ci[1], 4)], "requests": len(values)}
+        # The count always; the CI where the count allows one (a p99 of 128 has no upper rank to bound it with).
+        v.spread = {**v.spread, ("gaps" if itl else "requests"): len(values),
+                    **({"order_ci95": [round(ci[0], 4), round(ci[1], 4)]} if ci is not None else {})}
 
 
 def _latencies(r: BenchResult, metric: str) -> list[float]:
-    """The per-request values (ms) a TTFT or end-to-end percentile is taken over; empty for the others."""
-    field = {"ttft": "ttft", "e2e": "latency"}.get(metric.split("_")[1])
+    """The values (ms) a TTFT, ITL or end-to-end percentile is taken over: a request each, every gap between tokens
+    for ITL; empty for the others."""
+    family = metric.split("_")[1] if "_" in metric else ""
+    if family == "itl":
+        return [g * 1000.0 for x in r.records if x.success for g in x.itl]
+    field = {"ttft": "ttft", "e2e": "latency"}.get(family)
     return [getattr(x, field) * 1000.0 for x in r.records if x.success] if field else []
 
 

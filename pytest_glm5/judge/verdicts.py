@@ -78,6 +78,7 @@ class Bound:
     workload: dict[str, Any] | None = None  # the load it was recorded under (None: not recorded)
     launches: tuple[float, ...] = ()  # reference values, one per server launch (< 2: provisional)
     target: float | None = None  # where the work is heading (shown, never judged)
+    cdf: tuple[float, ...] = ()  # the recorded distribution (TTFT or ITL ms at 0, 5, ... 100%), drawn on the page
 
     @property
     def provisional(self) -> bool:
@@ -106,6 +107,7 @@ class Verdict:
     model: str = ""  # the model path, with the hardware key naming the baselines file and the history store
     # Where the family decision changed it: its own test's verdict, note and answer.
     alone: tuple[str, str, str | None] | None = None
+    cdf: list[float] = field(default_factory=list)  # TTFT or ITL (ms) at 0, 5, ... 100% over every launch, recorded
 
     def undecided(self) -> Verdict:
         """The verdict as its own test left it, before a family decision (itself when none changed it)."""
@@ -238,10 +240,12 @@ def verdict_doc(v: Verdict) -> dict[str, Any]:
             "bound": None if v.bound is None else
             {"kind": v.bound.kind, "value": v.bound.value, "tolerance": v.bound.tolerance,
              "launches": list(v.bound.launches), "target": v.bound.target, "measured": v.bound.measured,
-             "source": v.bound.source, "slack": v.bound.slack, "workload": v.bound.workload},
+             "source": v.bound.source, "slack": v.bound.slack, "workload": v.bound.workload,
+             "cdf": list(v.bound.cdf)},
             "delta": v.delta, "to_go": v.to_go(), "spread": v.spread, "samples": v.samples, "launches": v.launches,
             "test": v.stat or None, "note": v.note, "workload": v.workload, "provenance": v.provenance,
-            "alone": None if v.alone is None else dict(zip(("verdict", "note", "answer"), v.alone, strict=True))}
+            "alone": None if v.alone is None else dict(zip(("verdict", "note", "answer"), v.alone, strict=True)),
+            "cdf": v.cdf}
 
 
 class ReportError(Exception):
@@ -274,14 +278,15 @@ def verdict_from_doc(d: dict[str, Any], where: str = "report") -> Verdict:
             d["metric"], b["kind"], _number(b["value"], f"{at} bound value"),
             _number(b["tolerance"], f"{at} bound tolerance"), b.get("measured"), b.get("source") or "",
             _number(b.get("slack") or 0.0, f"{at} bound slack"), b.get("workload"),
-            tuple(_number(x, f"{at} bound launches") for x in b.get("launches") or ()), b.get("target"))
+            tuple(_number(x, f"{at} bound launches") for x in b.get("launches") or ()), b.get("target"),
+            tuple(_number(x, f"{at} bound cdf") for x in b.get("cdf") or ()))
         return Verdict(d["config"], d["scenario"], d["metric"], _number(d["measured"], f"{at} measured"), bound,
                        RENAMED.get(d["verdict"], d["verdict"]), dict(d.get("spread") or {}),
                        [_number(x, f"{at} samples") for x in d.get("samples") or []],
                        dict(d.get("workload") or {}), dict(d.get("provenance") or {}),
                        [_number(x, f"{at} launches") for x in d.get("launches") or []],
                        _test(d.get("test")), d.get("note") or "", d.get("test_id") or "", d.get("model") or "",
-                       _alone(d.get("alone")))
+                       _alone(d.get("alone")), [_number(x, f"{at} cdf") for x in d.get("cdf") or []])
     except (KeyError, TypeError, AttributeError) as exc:
         raise ReportError(f"{where}: a verdict entry lacks or mangles {exc}: not a --glm5-report file of this "
                           "version") from None

@@ -2,20 +2,24 @@
 
 The page inlines uPlot 1.6.32 (MIT, 51 KB minified: canvas charts, drawn in milliseconds), its CSS, the page's
 own script and style (pytest_glm5/page/), and the data as one JSON block. What it shows, in order: the verdict
-table (regressions at the top), then per config: output throughput against concurrency with the baseline band
-and today's launches, TTFT and ITL distributions per scenario (CDF), GPU telemetry per GPU over the run (power,
-memory, SM clock; NVML), the history of each gated metric with its change points, and a crash's forensics.
+table (regressions at the top, every row, a percentile with the requests it came from and its CI), then per config:
+output throughput against concurrency with the baseline band (where there is a sweep), each scenario's launches
+beside its reference launches (a strip per scenario, as changes from the reference), TTFT and ITL distributions per
+scenario (CDF) beside the recorded ones, GPU telemetry per GPU over the run (power, memory, SM clock; NVML), the
+history of each gated metric with its change points, and a crash's forensics.
 Charts are drawn as they scroll into view, so the first paint does not wait for hundreds of them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..metrics import latency_family
 from .exports import write_text
 from .markdown import change_text, order, target_text
 
@@ -39,9 +43,14 @@ def _asset(name: str) -> str:
 def _compact_verdict(d: dict[str, Any]) -> dict[str, Any]:
     b = d.get("bound") or {}
     # What the table shows, nothing more: the launches and the references are in the sweep charts and the report.
+    spread = d.get("spread") or {}
+    # A percentile says what it was taken from: a p99 of 40 requests is not a p99 of 4,000.
+    count = spread.get("requests") or spread.get("gaps")
     return {"c": d["config"], "s": d["scenario"], "m": d["metric"], "u": d.get("unit", ""), "v": _r(d["measured"]),
             "k": b.get("kind"), "b": _r(b.get("value")), "verdict": d["verdict"], "ev": change_text(d),
-            "note": d.get("note", ""), "tt": target_text(d), "vs": (d.get("test") or {}).get("against", "")}
+            "note": d.get("note", ""), "tt": target_text(d), "vs": (d.get("test") or {}).get("against", ""),
+            "n": count, "nw": "requests" if spread.get("requests") else "inter-token gaps" if count else None,
+            "ci": _r(spread.get("order_ci95"))}
 
 
 def _sweep(verdicts: Sequence[dict[str, Any]], config: str) -> list[dict[str, Any]]:
@@ -59,6 +68,34 @@ def _sweep(verdicts: Sequence[dict[str, Any]], config: str) -> list[dict[str, An
                      "ref_min": min(ref) if ref else None, "ref_max": max(ref) if ref else None,
                      "target": b.get("target"), "verdict": d["verdict"]}
     return [pts[c] for c in sorted(pts)]
+
+
+def _strips(verdicts: Sequence[dict[str, Any]], config: str) -> list[dict[str, Any]]:
+    """Per scenario of a config, today's launches beside the reference launches of output throughput, as changes
+    from the reference's geometric mean (scenarios of 10 and 3,700 tok/s share one axis that way)."""
+    out = []
+    for d in verdicts:
+        b = d.get("bound") or {}
+        ref = [x for x in b.get("launches") or [] if x > 0]
+        today = [x for x in d.get("launches") or d.get("samples") or [] if x > 0]
+        if d["config"] != config or d["metric"] != "output_throughput" or not ref or not today:
+            continue
+        mid = math.exp(sum(math.log(x) for x in ref) / len(ref))
+        out.append({"scenario": d["scenario"], "ref": [round(x / mid - 1, 5) for x in ref],
+                    "today": [round(x / mid - 1, 5) for x in today], "ref_mean": _r(mid), "value": _r(d["measured"]),
+                    "tol": b.get("tolerance"), "verdict": d["verdict"]})
+    return out
+
+
+def _reference_cdfs(verdicts: Sequence[dict[str, Any]], config: str, scenario: str) -> dict[str, list[list[float]]]:
+    """The recorded TTFT and ITL distributions of a scenario (from its baselines entries), as the page draws them."""
+    out: dict[str, list[list[float]]] = {}
+    for d in verdicts:
+        family = latency_family(d["metric"])
+        cdf = (d.get("bound") or {}).get("cdf") or []
+        if d["config"] == config and d["scenario"] == scenario and family and cdf and family not in out:
+            out[family] = _cdf(list(cdf))
+    return out
 
 
 def _cdf(quantiles: list[float]) -> list[list[float]]:
@@ -142,15 +179,18 @@ def page_data(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), hist
             last = r["runs"][-1] if r["runs"] else {}
             d = last.get("distributions") or {}
             if d.get("ttft_ms") or d.get("itl_ms"):
+                ref = _reference_cdfs(doc.get("verdicts", []), name, r["scenario"])
                 dists.append({"scenario": r["scenario"], "ttft": _cdf(d.get("ttft_ms") or []),
-                              "itl": _cdf(d.get("itl_ms") or [])})
+                              "itl": _cdf(d.get("itl_ms") or []), "ref_ttft": ref.get("ttft"),
+                              "ref_itl": ref.get("itl")})
         srv = servers.get(name) or {}
         crash = None
         if problems.get(name) or srv.get("crash"):
             crash = {"why": problems.get(name) or srv.get("crash"), "exit": srv.get("exit_status"),
                      "known": (doc.get("known_issues") or {}).get(name),
                      "log": srv.get("log_path"), "tail": srv.get("log_tail") or []}
-        configs.append({"name": name, "sweep": _sweep(doc.get("verdicts", []), name), "dists": dists,
+        configs.append({"name": name, "sweep": _sweep(doc.get("verdicts", []), name),
+                        "strips": _strips(doc.get("verdicts", []), name), "dists": dists,
                         "telemetry": _telemetry([x for r in results.get(name, []) for x in r["runs"]]),
                         "crash": crash, "server": {k: srv.get(k) for k in ("how", "why", "engine", "startup_s",
                                                                            "exit_status", "log_path")}})

@@ -49,7 +49,9 @@
     const bound = v.vs && !v.k ? v.vs : v.k ? `${v.k} ${num(v.b)} ${v.u}` : "-";
     tbody.append(el("tr", { class: v.verdict.replace(/ /g, "-") },
       el("td", {}, badge(v.verdict)), el("td", { text: v.c }), el("td", { text: v.s }), el("td", { text: v.m }),
-      el("td", { class: "num", text: `${num(v.v)} ${v.u}` }), el("td", { class: "num", text: bound }),
+      el("td", { class: "num" }, `${num(v.v)} ${v.u}`, v.n ? el("div", { class: "ev", text: `${v.m.split("_")[0]} of ` +
+        `${v.n.toLocaleString("en-US")} ${v.nw}` + (v.ci ? ` · 95% CI ${num(v.ci[0])}-${num(v.ci[1])}` : "") }) : null),
+      el("td", { class: "num", text: bound }),
       el("td", {}, el("span", { class: "ev", text: v.ev + (v.note ? " · " + v.note : "") })),
       el("td", { class: "ev", text: v.tt || "" })));
   }
@@ -71,8 +73,8 @@
       try { draw(e.target); state.drawn++; } catch (err) { state.errors.push(String(err)); throw err; }
     }
   }, { rootMargin: "200px" });
-  function chart(parent, title, draw) {
-    const box = el("div", { class: "chart card" }, el("h3", { text: title }));
+  function chart(parent, title, draw, wide) {
+    const box = el("div", { class: "chart card" + (wide ? " wide" : "") }, el("h3", { text: title }));
     const target = el("div");
     box.append(target);
     parent.append(box);
@@ -99,10 +101,51 @@
       series, bands: [{ series: [2, 1], fill: "rgba(152,162,179,0.25)" }],
       axes: [{ label: "concurrency (log scale)" }, { label: "output tok/s (log scale)", size: 70 }] }, data, t);
   }
+  function strips(t, c) {
+    // One strip per scenario: the reference launches left of its tick, today's right, as changes from the
+    // reference's mean; the dashed red segment is the tolerance below it.
+    const S = c.strips, pts = [];
+    S.forEach((s, i) => {
+      s.ref.forEach((y, k) => pts.push([i + 1 - 0.3 + 0.2 * k / Math.max(1, s.ref.length), 1, y]));
+      s.today.forEach((y, k) => pts.push([i + 1 + 0.1 + 0.2 * k / Math.max(1, s.today.length), 2, y]));
+    });
+    pts.sort((a, b) => a[0] - b[0]);
+    const data = [pts.map(p => p[0]), pts.map(p => p[1] === 1 ? p[2] : null), pts.map(p => p[1] === 2 ? p[2] : null)];
+    const mark = u => {
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.lineWidth = devicePixelRatio;
+      S.forEach((s, i) => {
+        const x0 = u.valToPos(i + 0.6, "x", true), x1 = u.valToPos(i + 1.4, "x", true);
+        for (const [y, color, dash] of [[0, "#98a2b3", []], [-(s.tol || 0), "#d92d20", [5, 4]]]) {
+          const py = u.valToPos(y, "y", true);
+          ctx.strokeStyle = color; ctx.setLineDash(dash);
+          ctx.beginPath(); ctx.moveTo(x0, py); ctx.lineTo(x1, py); ctx.stroke();
+        }
+      });
+      ctx.restore();
+    };
+    const lo = Math.min(...pts.map(p => p[2]), ...S.map(s => -(s.tol || 0))), hi = Math.max(...pts.map(p => p[2]), 0);
+    const pad = Math.max(0.01, (hi - lo) * 0.15);
+    new uPlot({ width: width(t), height: 250, hooks: { draw: [mark] },
+      scales: { x: { time: false, range: [0.5, S.length + 0.5] }, y: { range: [lo - pad, hi + pad] } },
+      series: [{ label: "scenario", value: (u, x) => x == null ? "-" : (S[Math.round(x) - 1] || {}).scenario || "" },
+        Object.assign(dots("reference launches", "#98a2b3"), { value: (u, y) => y == null ? "-" : pct(y) }),
+        Object.assign(dots("today's launches", COLORS[0]), { value: (u, y) => y == null ? "-" : pct(y) })],
+      axes: [{ splits: () => S.map((_, i) => i + 1), size: 46,
+               values: (u, xs) => xs.map(x => { const s = S[x - 1]; return s ? `${s.scenario}\n${num(s.value)} tok/s` : ""; }) },
+             { label: "change from the reference", size: 70, values: (u, ys) => ys.map(y => pct(y)) }] }, data, t);
+  }
   function cdf(t, dists, key, unit) {
     const rows = dists.filter(d => d[key] && d[key][0].length);
-    const data = uPlot.join(rows.map(d => d[key]));
-    const series = [{ label: unit }, ...rows.map((d, i) => line(d.scenario, COLORS[i % COLORS.length]))];
+    const parts = [], series = [{ label: unit }];
+    rows.forEach((d, i) => {
+      const color = COLORS[i % COLORS.length];
+      parts.push(d[key]); series.push(line(d.scenario, color));
+      const ref = d["ref_" + key];
+      if (ref && ref[0].length) { parts.push(ref); series.push(line(d.scenario + " (reference)", color + "99", { dash: [6, 4], width: 1.5 })); }
+    });
+    const data = uPlot.join(parts);
     new uPlot({ width: width(t), height: 230, scales: { x: { time: false, distr: 3 }, y: { range: [0, 1] } },
       series, axes: [{ label: unit + " (log scale)" }, { label: "fraction ≤ x" }] }, data, t);
   }
@@ -156,10 +199,14 @@
     }
     const grid = el("div", { class: "grid" });
     sec.append(grid);
-    if (c.sweep.length) chart(grid, "Output throughput against concurrency: baseline band, today's launches", t => throughput(t, c));
+    // Against concurrency only where there is a sweep: one concurrency is one dot on a log axis, and its strip says more.
+    if (c.sweep.length > 1) chart(grid, "Output throughput against concurrency: baseline band, today's launches", t => throughput(t, c));
+    if (c.strips && c.strips.length) chart(grid, "Output throughput per scenario: reference launches (left) and today's (right), change from the reference", t => strips(t, c),
+      c.strips.length > 3);
     if (c.dists.length) {
-      chart(grid, "TTFT distribution per scenario (CDF)", t => cdf(t, c.dists, "ttft", "TTFT ms"));
-      chart(grid, "ITL distribution per scenario (CDF)", t => cdf(t, c.dists, "itl", "ITL ms"));
+      const ref = c.dists.some(d => d.ref_ttft || d.ref_itl) ? ", dashed: the reference's" : ", no reference recorded";
+      chart(grid, `TTFT distribution per scenario (CDF${ref})`, t => cdf(t, c.dists, "ttft", "TTFT ms"));
+      chart(grid, `ITL distribution per scenario (CDF${ref})`, t => cdf(t, c.dists, "itl", "ITL ms"));
     }
     if (c.telemetry) {
       chart(grid, "GPU power (W)", t => telemetry(t, c.telemetry, "power", "W"));
