@@ -23,6 +23,7 @@ import orjson
 from . import proxies, transport
 from .clientload import ClientLoad, ClientMonitor
 from .metrics import RequestTiming, compute_metrics, first_errors, percentile
+from .settings import event_loop
 
 PROTOCOLS = ("sglang", "openai")
 # How prompt token ids are drawn. `random-ids` is SGLang bench_serving's offline random dataset
@@ -670,8 +671,8 @@ def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | No
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop where it is installed (it halves the client's CPU per token at one stream), else
-    asyncio's; GLM5_EVENT_LOOP=asyncio asks for asyncio's."""
-    if os.environ.get("GLM5_EVENT_LOOP", "uvloop") == "asyncio":
+    asyncio's; GLM5_EVENT_LOOP=asyncio asks for asyncio's (another value: ValueError saying so)."""
+    if event_loop(os.environ) == "asyncio":
         return None
     try:
         import uvloop

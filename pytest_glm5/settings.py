@@ -161,6 +161,19 @@ def parse_url(value: str) -> str:
     return value.rstrip("/")
 
 
+EVENT_LOOPS = ("uvloop", "asyncio")  # GLM5_EVENT_LOOP: the load client's event loop (uvloop where installed)
+
+
+def event_loop(env: Mapping[str, str]) -> str:
+    """GLM5_EVENT_LOOP's value (uvloop when unset); ValueError naming the variable and the choices."""
+    value = env.get("GLM5_EVENT_LOOP", "") or "uvloop"
+    if value not in EVENT_LOOPS:
+        raise ValueError(f"env GLM5_EVENT_LOOP={value!r} is not an event loop the load client knows: give "
+                         f"{' or '.join(EVENT_LOOPS)} (uvloop, the default, halves the client's CPU per token), or "
+                         "unset it")
+    return value
+
+
 @dataclass(frozen=True)
 class Setting:
     """One option: its command-line flag, ini twin, environment variable, default and check."""
@@ -377,6 +390,10 @@ class Settings:
         """Every setting from its sources, checked (a log or lease directory that cannot be written is an
         error now, not after a model load); SettingsError names the source of a bad value."""
         r = _Resolver(sources)
+        try:
+            event_loop(sources.env)  # now, not at the first measurement after a model load
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
         values = {field_name(s): r[s.name] for s in SETTINGS}
         values["export"] = tuple(tuple(e) for e in values["export"] or ())
         for flag in (s for s in SETTINGS if s.flag):

@@ -71,6 +71,23 @@ def test_bad_setting_is_one_usage_error(pytester: pytest.Pytester, args: list[st
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
+def test_an_unknown_event_loop_is_one_usage_error_before_any_launch(pytester: pytest.Pytester,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # It used to mean uvloop silently: a typo of "asyncio" measured with the other loop.
+    write_configs(pytester, "[config.a]\nflags = {}\n")
+    pytester.makeini("[pytest]\nglm5_configs = configs.toml\n")
+    pytester.makepyfile(ONE)
+    monkeypatch.setenv("GLM5_EVENT_LOOP", "asycnio")
+    result = pytester.runpytest("--glm5-sim")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: glm5: env GLM5_EVENT_LOOP='asycnio' is not an event loop the load client "
+                                 "knows: give uvloop or asyncio *"])
+    assert "launched" not in result.stdout.str()
+    for value in ("asyncio", "uvloop", ""):
+        monkeypatch.setenv("GLM5_EVENT_LOOP", value)
+        assert pytester.runpytest("--glm5-sim", "--co", "-q").ret == pytest.ExitCode.OK
+
+
 def test_bad_suite_default_names_the_conftest(pytester: pytest.Pytester) -> None:
     pytester.makeconftest("def pytest_glm5_suite(config):\n    return {'defaults': {'glm5-stall-timeout': 'x'}}\n")
     pytester.makepyfile("def test_x(): pass\n")
