@@ -191,3 +191,39 @@ def test_tolerances_widened_from_noise_are_ignored_and_migrated(tmp_path: Path) 
 def test_no_shipped_baseline_carries_a_tolerance_widened_from_noise() -> None:
     shipped = sorted((Path(__file__).parent.parent / "baselines").glob("*/*.toml"))
     assert shipped and {str(p): BaselineStore(p).widened() for p in shipped} == {str(p): [] for p in shipped}
+
+
+def test_a_recorded_distribution_is_kept_once_per_family_and_filled_in_where_missing(tmp_path: Path) -> None:
+    p = tmp_path / "b.toml"
+    p.write_text("[defaults]\ntolerance = 0.05\n\n[tp8.c8.p99_ttft_ms]\nceiling = 9.0\n\n[tp8.c8.median_ttft_ms]\n"
+                 "ceiling = 5.0\n")
+    cdf = [float(x) for x in range(21)]
+
+    def measured(metric: str, value: float, kind: str, scenario: str = "c8") -> Verdict:
+        return Verdict("tp8", scenario, metric, value, None, kind, cdf=cdf)
+
+    # A new scenario records one TTFT and one ITL distribution, not one per metric.
+    changes = write_updates(p, [measured("p99_ttft_ms", 9.0, "new", "c1"), measured("mean_ttft_ms", 4.0, "new", "c1"),
+                                measured("p99_itl_ms", 2.0, "new", "c1")], {})
+    assert len(changes) == 3
+    s = BaselineStore(p)
+    assert s.bound("tp8", "c1", "p99_ttft_ms").cdf == tuple(cdf)  # type: ignore[union-attr]
+    assert s.bound("tp8", "c1", "mean_ttft_ms").cdf == ()  # type: ignore[union-attr]
+    assert s.bound("tp8", "c1", "p99_itl_ms").cdf == tuple(cdf)  # type: ignore[union-attr]
+    # An entry recorded before distributions were kept gains one from a passing measurement; its bound stays.
+    changes = write_updates(p, [], {}, distributions=[measured("median_ttft_ms", 5.1, "pass"),
+                                                      measured("p99_ttft_ms", 9.1, "pass")])
+    assert [c.line() for c in changes] == [
+        "tp8 c8 median_ttft_ms: 5.000 -> 5.000 (bound kept; its TTFT distribution recorded, 21 quantiles, for the "
+        "page)"]
+    s = BaselineStore(p)
+    assert s.bound("tp8", "c8", "median_ttft_ms").cdf == tuple(cdf)  # type: ignore[union-attr]
+    assert s.bound("tp8", "c8", "median_ttft_ms").value == 5.0  # type: ignore[union-attr]
+    # Once there, it is not filled in again.
+    assert write_updates(p, [], {}, distributions=[measured("p99_ttft_ms", 9.1, "pass")]) == []
+
+
+@pytest.mark.parametrize("cdf", ["[3.0, 2.0]", "[-1.0, 2.0]", "[1.0]", '["a", "b"]'])
+def test_a_distribution_must_rise(tmp_path: Path, cdf: str) -> None:
+    with pytest.raises(BaselineError, match=r"\[tp8.s.p99_ttft_ms\]: cdf must be a rising list of numbers >= 0"):
+        store(tmp_path, f"[tp8.s.p99_ttft_ms]\nceiling = 1\ncdf = {cdf}\n")

@@ -379,6 +379,22 @@ def test_the_page_shows_the_reference_beside_today(pytester: pytest.Pytester) ->
     for cdf in cdfs:
         xs = [float(x) for x in cdf.split(",")]
         assert len(xs) == 21 and xs == sorted(xs) and xs[0] >= 0 and xs[-1] > 0
+    # A file recorded before distributions were kept gains them at the next --update-baselines, bounds unchanged.
+    path = next((pytester.path / "baselines").rglob("*.toml"))
+    bare = re.sub(r"^cdf = .*\n", "", text, flags=re.M)
+    path.write_text(bare)
+    again = pytester.runpytest("--update-baselines", "--glm5-report", "again.json", "--glm5-budget", "1s", *quiet)
+    assert again.ret == 0
+    # Only from a measurement that was judged: a client-bound one (a busy machine) is the client's distribution.
+    judged = json.loads((pytester.path / "again.json").read_text())["verdicts"]
+    healthy = {(v["scenario"], v["metric"].split("_")[1]) for v in judged
+               if v["verdict"] in ("pass", "unresolved") and v["metric"].split("_")[1] in ("ttft", "itl")}
+    kept = re.findall(r"t (c\d) \w+: .* \(bound kept; its (TTFT|ITL) distribution recorded", again.stdout.str())
+    assert sorted((c, f.lower()) for c, f in kept) == sorted(healthy)
+    assert len(re.findall(r"^cdf = ", path.read_text(), re.M)) == len(healthy)
+    assert re.findall(r"^(?:floor|ceiling) = .*$", path.read_text(), re.M) == \
+        re.findall(r"^(?:floor|ceiling) = .*$", bare, re.M)
+    path.write_text(text)  # the page below reads the first recording's distributions
     assert pytester.runpytest("--glm5-html", "r.html", *quiet).ret == 0
     data = page_data(pytester.path / "r.html")
     (cfg,) = data["configs"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -267,14 +267,17 @@ def _better(kind: str, new: float, old: float) -> bool:
 
 def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any] | None = None,
                   today: str | None = None, lock_timeout: float = 60.0,
-                  detectable: Callable[[float, int], float] | None = None) -> list[Change]:
+                  detectable: Callable[[float, int], float] | None = None,
+                  distributions: Sequence[Verdict] = ()) -> list[Change]:
     """Record measured medians as the new bounds: re-read under a lock, edit in place, replace atomically.
 
     Each entry is stamped with its own verdict's provenance and workload. The file is re-read under the lock, so
     a bound another run wrote meanwhile is seen: a new or improved value never lowers a floor (or raises a
     ceiling) that is already better; only an explicit regression update (`=all`) moves a bound the worse way.
     `detectable(cv, n)`: the drop one new launch finds against n reference launches, stored with each reference
-    (the statistics are the caller's: this module stays free of scipy, which a killed writer must not wait for)."""
+    (the statistics are the caller's: this module stays free of scipy, which a killed writer must not wait for).
+    `distributions`: verdicts whose entries stay as they are but gain the TTFT or ITL distribution their scenario
+    has none of yet (files recorded before distributions were kept), under the same workload."""
     path.parent.mkdir(parents=True, exist_ok=True)
     changes: list[Change] = []
     with FileLock(str(path.parent / f".{path.name}.lock"), timeout=lock_timeout, mode=SHARED_MODE):
@@ -317,6 +320,7 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
                 added.append((v.config, v.scenario, v.metric, entry))
             why = f"reference of {len(v.launches)} launches" if establishes(v) else v.verdict
             changes.append(Change(v.config, v.scenario, v.metric, before, value, why))
+        changes += _add_distributions(doc, distributions, drawn)
         changes += migrate(store)
         text = _insert_tables(tomlkit.dumps(doc), added)
         tomlkit.parse(text)  # what is written must read back
@@ -338,6 +342,26 @@ def write_costs(path: Path, costs: dict[str, dict[str, Any]], lock_timeout: floa
         text = tomlkit.dumps(doc)
         tomlkit.parse(text)
         atomic_write(path, text)
+
+
+def _add_distributions(doc: Any, verdicts: Sequence[Verdict], drawn: set[tuple[str, str, str]]) -> list[Change]:
+    """Give each scenario's TTFT and ITL family the distribution it lacks, on the entry of a verdict that measured it
+    under the recorded workload; one Change each (the bound does not move)."""
+    out = []
+    for v in verdicts:
+        family = latency_family(v.metric)
+        entry = doc.get(v.config, {}).get(v.scenario, {}).get(v.metric)
+        key = (v.config, v.scenario, family)
+        if not v.cdf or entry is None or key in drawn or workload_differs(_recorded_workload(entry), v.workload):
+            continue
+        if any("cdf" in e and latency_family(m) == family for m, e in doc[v.config][v.scenario].items()):
+            continue
+        drawn.add(key)
+        entry["cdf"] = [float(f"{x:.4g}") for x in v.cdf]
+        value = float(entry["floor" if "floor" in entry else "ceiling"])
+        out.append(Change(v.config, v.scenario, v.metric, value, value,
+                          f"bound kept; its {family.upper()} distribution recorded, 21 quantiles, for the page"))
+    return out
 
 
 def migrate(store: BaselineStore) -> list[Change]:

@@ -111,16 +111,26 @@ def update(root: Path, verdicts: Sequence[Verdict], mode: str) -> tuple[list[Cha
     """--update-baselines from joined verdicts: each into the file of its hardware and model."""
     by_file: dict[Path, list[Verdict]] = {}
     errors: list[str] = []
-    for v in select_updates(verdicts, mode):
+    chosen = select_updates(verdicts, mode)
+    for v in chosen:
         why = unfit_to_record(v)
         if why is not None:
             errors.append(why)
             continue
         by_file.setdefault(baseline_path(root, str(v.provenance.get("hardware")), v.model), []).append(v)
+    # Entries that stay may still lack their scenario's distribution (recorded before it was kept): a healthy
+    # measurement of it (judged, not client- or emulator-bound) fills it in.
+    drawn: dict[Path, list[Verdict]] = {}
+    rewritten = {id(v) for v in chosen}
+    for v in verdicts:
+        if v.cdf and id(v) not in rewritten and v.verdict in ("pass", "unresolved") and unfit_to_record(v) is None:
+            path = baseline_path(root, str(v.provenance.get("hardware")), v.model)
+            drawn.setdefault(path, []).append(v)
+            by_file.setdefault(path, [])
     changes: list[Change] = []
     for path, vs in by_file.items():
         try:
-            changes += write_updates(path, vs, detectable=_one_launch_finds)
+            changes += write_updates(path, vs, detectable=_one_launch_finds, distributions=drawn.get(path, []))
         except (OSError, BaselineError) as exc:
             errors.append(f"cannot update {path}: {getattr(exc, 'strerror', None) or exc}; the file is unchanged")
     return changes, errors
