@@ -33,6 +33,7 @@ from typing import Any
 
 from . import proxies
 from .loadgen import BenchError, Workload, make_prompts, output_lengths
+from .metrics import distinct
 
 WHEEL_ENV = "GLM5_SGLANG_WHEEL"
 # The packages bench_serving's client needs beyond this plugin's own (aiohttp, orjson, numpy via scipy).
@@ -249,14 +250,8 @@ def figures(result: dict[str, Any], workload: Workload) -> dict[str, float]:
 
 def errors(result: dict[str, Any], limit: int = 3) -> list[str]:
     """The distinct errors of failed requests, each as its last line (bench_serving keeps whole tracebacks)."""
-    seen: list[str] = []
-    for err in result.get("errors") or []:
-        line = str(err).strip().splitlines()[-1] if str(err).strip() else ""
-        if line and line not in seen:
-            seen.append(line)
-            if len(seen) >= limit:
-                break
-    return seen
+    return distinct((str(e).strip().splitlines()[-1] if str(e).strip() else "" for e in result.get("errors") or []),
+                    limit)
 
 
 def record(result: dict[str, Any], workload: Workload, source: Source, details: bool = False) -> dict[str, Any]:

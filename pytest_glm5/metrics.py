@@ -184,15 +184,20 @@ def compute_metrics(records: Sequence[RequestTiming], duration_s: float, t0: flo
     return out
 
 
-def first_errors(records: Sequence[RequestTiming], limit: int = 3) -> list[str]:
-    """The distinct errors of failed requests, in order of first appearance."""
+def distinct(messages: Iterable[str], limit: int = 3) -> list[str]:
+    """The first `limit` distinct non-empty messages, in order of first appearance."""
     seen: list[str] = []
-    for r in records:
-        if not r.success and r.error and r.error not in seen:
-            seen.append(r.error)
+    for m in messages:
+        if m and m not in seen:
+            seen.append(m)
             if len(seen) >= limit:
                 break
     return seen
+
+
+def first_errors(records: Sequence[RequestTiming], limit: int = 3) -> list[str]:
+    """The distinct errors of failed requests, in order of first appearance."""
+    return distinct((r.error or "" for r in records if not r.success), limit)
 
 
 def summarize_repeats(values: Sequence[float]) -> dict[str, Any]:
