@@ -489,12 +489,8 @@ class LoadRunner:
             async for data in resp.content.iter_any():
                 now = time.perf_counter()
                 self.last_progress = now
-                *lines, rest = (rest + data).split(b"\n")
-                for line in lines:
-                    if line.startswith(b"data:"):
-                        stream.feed_line(line[5:].strip(), now)
-            if rest.startswith(b"data:"):
-                stream.feed_line(rest[5:].strip(), time.perf_counter())
+                rest = transport.sse_lines(rest, data, now, stream.feed_line)
+            transport.sse_last(rest, time.perf_counter(), stream.feed_line)
             return resp.status, ""
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: bytes,

@@ -22,6 +22,22 @@ CONNECT_TIMEOUT_S = 10.0
 ERROR_BODY_BYTES = 400
 
 
+def sse_lines(rest: bytes, body: bytes, now: float, on_line: Callable[[bytes, float], None]) -> bytes:
+    """Hand each complete SSE `data:` line of rest + body to on_line with the read's time; the unfinished tail is
+    returned, to be kept for the next read (both transports read SSE through this)."""
+    *lines, tail = (rest + body).split(b"\n") if rest else body.split(b"\n")
+    for line in lines:
+        if line.startswith(b"data:"):
+            on_line(line[5:].strip(), now)
+    return tail
+
+
+def sse_last(rest: bytes, now: float, on_line: Callable[[bytes, float], None]) -> None:
+    """The body ended on a line with no newline after it: hand it over if it is a `data:` line."""
+    if rest.startswith(b"data:"):
+        on_line(rest[5:].strip(), now)
+
+
 class Stale(ConnectionError):
     """A kept-alive connection the server had closed: the request never reached it, so it may be sent again."""
 
@@ -83,12 +99,8 @@ class _Conn(asyncio.Protocol):
             if len(self.error_body) < ERROR_BODY_BYTES:
                 self.error_body += body[:ERROR_BODY_BYTES]
             return
-        *lines, self.rest = (self.rest + body).split(b"\n") if self.rest else body.split(b"\n")
-        on_line = self.on_line
-        assert on_line is not None
-        for line in lines:
-            if line.startswith(b"data:"):
-                on_line(line[5:].strip(), self.now)
+        assert self.on_line is not None
+        self.rest = sse_lines(self.rest, body, self.now, self.on_line)
 
     def on_message_complete(self) -> None:
         self.reusable = self.parser.should_keep_alive()
@@ -96,9 +108,9 @@ class _Conn(asyncio.Protocol):
 
     # ours
     def _complete(self) -> None:
-        if self.rest.startswith(b"data:") and self.status == 200 and self.on_line is not None:
+        if self.rest and self.status == 200 and self.on_line is not None:
             try:
-                self.on_line(self.rest[5:].strip(), time.perf_counter())
+                sse_last(self.rest, time.perf_counter(), self.on_line)
             except Exception as exc:  # the caller's parse failure ends the request with it
                 self._fail(exc)
                 return

@@ -145,3 +145,28 @@ def test_a_request_gets_past_every_stale_pooled_connection() -> None:
         asyncio.run(runner._post(dead, "u", b"{}", timeout, 8 + STALE_RETRIES,
                                  RequestTiming(0.0, 1)))  # type: ignore[arg-type]
     assert dead.posts == 8 + STALE_RETRIES
+
+
+@pytest.mark.parametrize("protocol", ["sglang", "openai"])
+@pytest.mark.parametrize("fault", ["", "malformed-sse=0.4", "http500=0.4"])
+def test_the_aiohttp_path_records_as_the_lean_one(sim_factory: Callable[..., Sim], monkeypatch: pytest.MonkeyPatch,
+                                                  protocol: str, fault: str) -> None:
+    # https and proxied servers stream through aiohttp; both paths read SSE with transport.sse_lines and end a
+    # request in LoadRunner.one, so the same server gives the same counts and the same errors on each.
+    from pytest_glm5 import loadgen
+
+    s = sim_factory(*(("--sim-fault", fault, "--sim-seed", "3") if fault else ()))
+    wl = Workload(concurrency=4, num_prompts=24, input_len=8, output_len=9, warmup=0, protocol=protocol)
+    lean = run_workload(s.url, wl)
+    monkeypatch.setattr(loadgen.proxies, "proxy_for", lambda url: "http://proxy.invalid:3128")
+    via_aiohttp = run_workload(s.url, wl)
+    for r in (lean, via_aiohttp):
+        assert r.metrics["completed"] + r.failed == 24
+        assert r.metrics["total_output_tokens"] == r.metrics["completed"] * 9
+        assert all(len(rec.itl) == 8 for rec in r.records if rec.success)
+    if fault:
+        assert 0 < via_aiohttp.failed < 24
+        word = fault.split("=")[0].replace("http", "HTTP ").replace("malformed-sse", "malformed SSE data")
+        assert any(word in e for e in via_aiohttp.errors) and any(word in e for e in lean.errors)
+    else:
+        assert lean.failed == via_aiohttp.failed == 0
