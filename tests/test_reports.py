@@ -417,3 +417,15 @@ def test_the_page_shows_the_reference_beside_today(pytester: pytest.Pytester) ->
     assert ttft["ci"] is None or ttft["ci"][0] <= ttft["v"] <= ttft["ci"][1]  # 128 requests bound no p99 from above
     assert itl["nw"] == "inter-token gaps" and itl["n"] and itl["n"] % (128 * 15) == 0, itl
     assert rows["c1", "p99_ttft_ms"]["verdict"] == "too few requests" and rows["c1", "p99_ttft_ms"]["n"] is None
+
+
+def test_an_ab_page_puts_build_b_beside_build_a() -> None:
+    # As the H200's `--glm5-ab base,slow10` report held it: no bound, the arms in the test.
+    v = {"config": "gpu-bound", "scenario": "c8", "metric": "output_throughput", "measured": 54.45, "unit": "tok/s",
+         "verdict": "unresolved", "bound": None, "launches": [53.83, 52.61], "samples": [44.1, 63.5, 43.9, 62.9],
+         "test": {"describe": "-7.6% [-12.3%, -2.6%]", "launches_a": [57.85, 57.35], "build_a": "base",
+                  "build_b": "slow10", "tolerance": 0.02}, "note": "", "workload": {"concurrency": 8}}
+    data = htmlpage.page_data({"verdicts": [v], "results": [], "servers": {}})
+    (strip,) = data["configs"][0]["strips"]
+    assert strip["names"] == ("build base", "build slow10") and strip["tol"] == 0.02
+    assert strip["today"][0] < -0.05 and abs(sum(math.log1p(x) for x in strip["ref"])) < 1e-3

@@ -76,14 +76,17 @@ def _strips(verdicts: Sequence[dict[str, Any]], config: str) -> list[dict[str, A
     out = []
     for d in verdicts:
         b = d.get("bound") or {}
-        ref = [x for x in b.get("launches") or [] if x > 0]
+        test = d.get("test") or {}
+        # Against its recorded reference; in an A/B run, build B's launches against build A's.
+        ref = [x for x in (b.get("launches") or test.get("launches_a") or []) if x > 0]
         today = [x for x in d.get("launches") or d.get("samples") or [] if x > 0]
         if d["config"] != config or d["metric"] != "output_throughput" or not ref or not today:
             continue
         mid = math.exp(sum(math.log(x) for x in ref) / len(ref))
+        names = ("reference", "today") if b else (f"build {test.get('build_a')}", f"build {test.get('build_b')}")
         out.append({"scenario": d["scenario"], "ref": [round(x / mid - 1, 5) for x in ref],
                     "today": [round(x / mid - 1, 5) for x in today], "ref_mean": _r(mid), "value": _r(d["measured"]),
-                    "tol": b.get("tolerance"), "verdict": d["verdict"]})
+                    "tol": b.get("tolerance") or test.get("tolerance"), "verdict": d["verdict"], "names": names})
     return out
 
 

@@ -130,8 +130,9 @@
     new uPlot({ width: width(t), height: 250, hooks: { draw: [mark] },
       scales: { x: { time: false, range: [0.5, S.length + 0.5] }, y: { range: [lo - pad, hi + pad] } },
       series: [{ label: "scenario", value: (u, x) => x == null ? "-" : (S[Math.round(x) - 1] || {}).scenario || "" },
-        Object.assign(dots("reference launches", "#98a2b3"), { value: (u, y) => y == null ? "-" : pct(y) }),
-        Object.assign(dots("today's launches", COLORS[0]), { value: (u, y) => y == null ? "-" : pct(y) })],
+        Object.assign(dots(`${S[0].names[0]} launches`, "#98a2b3"), { value: (u, y) => y == null ? "-" : pct(y) }),
+        Object.assign(dots(S[0].names[1] === "today" ? "today's launches" : `${S[0].names[1]} launches`, COLORS[0]),
+          { value: (u, y) => y == null ? "-" : pct(y) })],
       axes: [{ splits: () => S.map((_, i) => i + 1), size: 46,
                values: (u, xs) => xs.map(x => { const s = S[x - 1]; return s ? `${s.scenario}\n${num(s.value)} tok/s` : ""; }) },
              { label: "change from the reference", size: 70, values: (u, ys) => ys.map(y => pct(y)) }] }, data, t);
@@ -201,7 +202,9 @@
     sec.append(grid);
     // Against concurrency only where there is a sweep: one concurrency is one dot on a log axis, and its strip says more.
     if (c.sweep.length > 1) chart(grid, "Output throughput against concurrency: baseline band, today's launches", t => throughput(t, c));
-    if (c.strips && c.strips.length) chart(grid, "Output throughput per scenario: reference launches (left) and today's (right), change from the reference", t => strips(t, c),
+    const pair = c.strips && c.strips.length ? c.strips[0].names : null;
+    if (pair) chart(grid, pair[1] === "today" ? "Output throughput per scenario: reference launches (left) and today's (right), change from the reference"
+      : `Output throughput per scenario: ${pair[0]} (left) and ${pair[1]} (right), change from ${pair[0]}`, t => strips(t, c),
       c.strips.length > 3);
     if (c.dists.length) {
       const ref = c.dists.some(d => d.ref_ttft || d.ref_itl) ? ", dashed: the reference's" : ", no reference recorded";
