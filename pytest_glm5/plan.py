@@ -85,11 +85,9 @@ class Plan:
                 fit.append(c.config)
                 spent += c.launch_s * self.planned
             left = [c.config for c in self.costs if c.config not in fit]
-            # The budget bounds rounds, never a config's first launch: the ones past it still run, once.
             return [*out, tail + f"; budget {hours(self.budget_s)}: NOT ENOUGH for the planned launches: "
-                                 f"{len(fit)} configs fit, {', '.join(left)} go past it (each still gets its first "
-                                 "launch, nothing more; raise the budget, split the suite with --glm5-shard, or "
-                                 "deselect configs)"]
+                                 f"{len(fit)} configs fit, {', '.join(left)} would not run (raise the budget, "
+                                 "split the suite with --glm5-shard, or deselect configs)"]
         if self.most_s <= self.budget_s:
             return [*out, tail + f"; budget {hours(self.budget_s)}: every round fits"]
         spare = self.budget_s - self.first_s
