@@ -221,6 +221,13 @@ def test_a_recorded_distribution_is_kept_once_per_family_and_filled_in_where_mis
     assert s.bound("tp8", "c8", "median_ttft_ms").value == 5.0  # type: ignore[union-attr]
     # Once there, it is not filled in again.
     assert write_updates(p, [], {}, distributions=[measured("p99_ttft_ms", 9.1, "pass")]) == []
+    # A rewritten entry takes its family's distribution over: still one per scenario and family.
+    newer = [x + 1 for x in cdf]
+    write_updates(p, [Verdict("tp8", "c1", "mean_ttft_ms", 3.0, None, "improvement", cdf=newer)], {})
+    s = BaselineStore(p)
+    assert s.bound("tp8", "c1", "mean_ttft_ms").cdf == tuple(newer)  # type: ignore[union-attr]
+    assert s.bound("tp8", "c1", "p99_ttft_ms").cdf == ()  # type: ignore[union-attr]
+    assert s.bound("tp8", "c1", "p99_itl_ms").cdf == tuple(cdf)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("cdf", ["[3.0, 2.0]", "[-1.0, 2.0]", "[1.0]", '["a", "b"]'])

@@ -313,7 +313,7 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
             family = (v.config, v.scenario, latency_family(v.metric))
             if v.cdf and family not in drawn:
                 drawn.add(family)
-                entry["cdf"] = [float(f"{x:.4g}") for x in v.cdf]
+                _keep_distribution(doc[v.config][v.scenario] if old is not None else {}, entry, v)
             entry["updated"] = today or dt.date.today().isoformat()
             entry["provenance"] = _inline(v.provenance or provenance or {})
             if old is None:
@@ -344,6 +344,15 @@ def write_costs(path: Path, costs: dict[str, dict[str, Any]], lock_timeout: floa
         atomic_write(path, text)
 
 
+def _keep_distribution(scenario: Any, entry: Any, v: Verdict) -> None:
+    """Put v's distribution on its entry, the only one of its family in the scenario (an older one elsewhere goes)."""
+    family = latency_family(v.metric)
+    for metric, other in scenario.items():
+        if other is not entry and latency_family(metric) == family:
+            other.pop("cdf", None)
+    entry["cdf"] = [float(f"{x:.4g}") for x in v.cdf]
+
+
 def _add_distributions(doc: Any, verdicts: Sequence[Verdict], drawn: set[tuple[str, str, str]]) -> list[Change]:
     """Give each scenario's TTFT and ITL family the distribution it lacks, on the entry of a verdict that measured it
     under the recorded workload; one Change each (the bound does not move)."""
@@ -357,7 +366,7 @@ def _add_distributions(doc: Any, verdicts: Sequence[Verdict], drawn: set[tuple[s
         if any("cdf" in e and latency_family(m) == family for m, e in doc[v.config][v.scenario].items()):
             continue
         drawn.add(key)
-        entry["cdf"] = [float(f"{x:.4g}") for x in v.cdf]
+        _keep_distribution(doc[v.config][v.scenario], entry, v)
         value = float(entry["floor" if "floor" in entry else "ceiling"])
         out.append(Change(v.config, v.scenario, v.metric, value, value,
                           f"bound kept; its {family.upper()} distribution recorded, 21 quantiles, for the page"))

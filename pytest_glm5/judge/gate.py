@@ -41,15 +41,22 @@ def _tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> None:
     count: a p99 of 8 requests is their maximum); every other one (judged or not) carries the count it came from and
     its order-statistics CI in its spread. Every TTFT and ITL verdict carries the distribution it was taken from
     (recorded with the baselines, drawn on the page)."""
+    pooled: dict[str, list[float]] = {}  # each family's values over every launch, gathered and sorted once
+
+    def values(family: str) -> list[float]:
+        if family not in pooled:
+            pooled[family] = sorted(x for r in results for x in _latencies(r, family))
+        return pooled[family]
+
     for v in verdicts:
-        family = latency_family(v.metric)
-        if family:
-            v.cdf = cdf_points([x for r in results for x in _latencies(r, v.metric)])
+        family = v.metric.split("_")[1] if "_" in v.metric else ""
+        if latency_family(v.metric):
+            v.cdf = cdf_points(values(family))
         q = quantile_of(v.metric)
         if q is None or v.verdict == Kind.TOO_FEW:
             continue
         # What the percentile is taken over: a request each for TTFT and latency, every gap between tokens for ITL.
-        itl = v.metric.split("_")[1] == "itl"
+        itl = family == "itl"
         per_launch: dict[str, int] = {}
         for r in results:
             n = sum(len(x.itl) if itl else 1 for x in r.records if x.success)
@@ -66,17 +73,18 @@ def _tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> None:
             v.note = (f"{v.metric} from {fewest} {what} per launch: a {head} needs {need} (one expected above it), "
                       f"else it is a figure of the count; not judged: raise num_prompts to {need}{hint}")
             continue
-        values = [x for r in results for x in _latencies(r, v.metric)]
-        ci = order_ci(values, q) if values else None
+        pool = values(family)
+        if not pool:
+            continue  # a percentile of a family without per-request values here (TPOT): no count to claim
+        ci = order_ci(pool, q)
         # The count always; the CI where the count allows one (a p99 of 128 has no upper rank to bound it with).
-        v.spread = {**v.spread, ("gaps" if itl else "requests"): len(values),
+        v.spread = {**v.spread, ("gaps" if itl else "requests"): len(pool),
                     **({"order_ci95": [round(ci[0], 4), round(ci[1], 4)]} if ci is not None else {})}
 
 
-def _latencies(r: BenchResult, metric: str) -> list[float]:
+def _latencies(r: BenchResult, family: str) -> list[float]:
     """The values (ms) a TTFT, ITL or end-to-end percentile is taken over: a request each, every gap between tokens
-    for ITL; empty for the others."""
-    family = metric.split("_")[1] if "_" in metric else ""
+    for ITL; empty for the other families."""
     if family == "itl":
         return [g * 1000.0 for x in r.records if x.success for g in x.itl]
     field = {"ttft": "ttft", "e2e": "latency"}.get(family)

@@ -13,13 +13,12 @@ Charts are drawn as they scroll into view, so the first paint does not wait for 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..metrics import latency_family
+from ..metrics import geometric_mean, latency_family
 from .exports import write_text
 from .markdown import change_text, order, target_text
 
@@ -82,7 +81,7 @@ def _strips(verdicts: Sequence[dict[str, Any]], config: str) -> list[dict[str, A
         today = [x for x in d.get("launches") or d.get("samples") or [] if x > 0]
         if d["config"] != config or d["metric"] != "output_throughput" or not ref or not today:
             continue
-        mid = math.exp(sum(math.log(x) for x in ref) / len(ref))
+        mid = geometric_mean(ref)
         names = ("reference", "today") if b else (f"build {test.get('build_a')}", f"build {test.get('build_b')}")
         out.append({"scenario": d["scenario"], "ref": [round(x / mid - 1, 5) for x in ref],
                     "today": [round(x / mid - 1, 5) for x in today], "ref_mean": _r(mid), "value": _r(d["measured"]),
