@@ -296,7 +296,7 @@ def cmd_merge(ns: argparse.Namespace) -> int:
         print(f"glm5 merge: error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(run.lines))
-    return 1 if run.regressed or run.errors else 0
+    return 1 if run.failed else 0
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -144,6 +144,18 @@ def bench(server: ServerHandle, run: PerfContext, fail: Fail, concurrency: int =
     return m.result
 
 
+def bench_all_answered(server: ServerHandle, run: PerfContext, fail: Fail, concurrency: int = 1,
+                       num_prompts: int | None = None, max_failed: int = 0, **kw: Any) -> BenchResult:
+    """The `bench` fixture: one watched measurement whose failed requests fail the test beyond `max_failed` (a
+    result with 5 of 16 requests failed is no measurement of the server)."""
+    r = bench(server, run, fail, concurrency, num_prompts, **kw)
+    if r.failed > max_failed:
+        first = f": {r.errors[0]}" if r.errors else ""
+        fail(f"{server.config.name}: {r.failed} of {r.workload.num_prompts} requests failed at concurrency "
+             f"{concurrency}{first} (bench(..., max_failed=N) allows N)")
+    return r
+
+
 def measure_plan(run: PerfContext, server: ServerHandle, build: str, arm: str, plan: Plan,
                  fail: Fail) -> list[BenchResult]:
     """A scenario's repeats on one launch, each result labelled with the launch, build and A/B arm."""

@@ -14,14 +14,14 @@ from . import hookspecs, roles
 from .judge.gate import PerfGate
 from .loadgen import BenchResult
 from .perf import Perf, PerfContext
-from .perf import bench as run_bench
+from .perf import bench_all_answered as run_bench
 from .report import gateitems
 from .report.junit import properties, suite_level
 from .report.terminal import TerminalProgress, WorkerLines
 from .servers.pool import ServerPool
 from .servers.process import ServerHandle
 from .session import Glm5Session, RunError, TestItem, sigterm_as_interrupt
-from .settings import SETTINGS, Settings, SettingsError, Sources, rootdir_trap
+from .settings import SETTINGS, Settings, SettingsError, Sources, check_writable_file, rootdir_trap
 
 MARKER = "server_config"
 session_key = pytest.StashKey[Glm5Session]()
@@ -62,8 +62,9 @@ def pytest_configure(config: pytest.Config) -> None:
         list(config.invocation_params.args), here.resolve(), Path(config.rootpath).resolve())
     if trap:
         raise pytest.UsageError(f"glm5: {trap}")
+    overrides = frozenset(o.partition("=")[0].strip() for o in config.getoption("override_ini", None) or [])
     sources = Sources(option=config.getoption, ini=config.getini, suite=dict(suite.get("defaults", {})),
-                      ini_file=str(config.inipath) if config.inipath else "the ini file")
+                      ini_file=str(config.inipath) if config.inipath else "the ini file", overrides=overrides)
     cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
     worker = getattr(config, "workerinput", {}).get("workerid")
     lines = WorkerLines(worker, config.pluginmanager.get_plugin("capturemanager")) if worker else None
@@ -72,6 +73,9 @@ def pytest_configure(config: pytest.Config) -> None:
         return lines or config.pluginmanager.get_plugin("terminalreporter")
 
     try:
+        xml = getattr(config.option, "xmlpath", None)
+        if xml and not hasattr(config, "workerinput"):  # checked now: not after a night, in a traceback
+            check_writable_file(Path(xml).expanduser(), "--junitxml")
         settings = Settings.resolve(sources, Path(config.rootpath), here)
         session = Glm5Session(settings, suite, cache.mkdir if cache is not None else None, terminal,
                               list(config.invocation_params.args), worker)
@@ -173,7 +177,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if got.deselected:
         config.hook.pytest_deselected(items=[by_id[n] for n in got.deselected])
     items[:] = [by_id[n] for n in got.order]
-    if _session(config).settings.plan:
+    run = _session(config)
+    if run.settings.plan:
+        if run.plan is None or not run.plan.costs:
+            pytest.exit("glm5: --glm5-plan: no test of a server config was collected, so there is no plan (check -m, "
+                        "-k and the test paths); nothing was launched", returncode=pytest.ExitCode.NO_TESTS_COLLECTED)
         pytest.exit("glm5: --glm5-plan: the plan above; nothing was launched", returncode=0)
 
 
@@ -225,7 +233,8 @@ def sglang_server(request: pytest.FixtureRequest, glm5_pool: ServerPool) -> Serv
 
 @pytest.fixture
 def bench(sglang_server: ServerHandle, glm5_context: PerfContext) -> Callable[..., BenchResult]:
-    """`bench(concurrency=1, num_prompts=None, input_len=128, output_len=128, ...)` against this test's server."""
+    """`bench(concurrency=1, num_prompts=None, input_len=128, output_len=128, max_failed=0, ...)` against this test's
+    server; more failed requests than `max_failed` fail the test."""
 
     def run(concurrency: int = 1, num_prompts: int | None = None, **kw: Any) -> BenchResult:
         return run_bench(sglang_server, glm5_context, _fail, concurrency, num_prompts, **kw)
@@ -278,9 +287,10 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A strict-xfail test of a known issue passes only on the known failure; a failing test of a server config
-    gets that server's log tail as a report section."""
+    gets that server's log tail as a report section; the session learns which gated tests ran."""
     report = yield
     run = _session(item.config)
+    run.reported(item.nodeid, call.when, report.skipped)
     name = _marker_name(item)
     if call.when in ("setup", "call") and hasattr(report, "wasxfail"):
         mismatch = run.known_issue_mismatch(name, str(report.longrepr or ""))
@@ -296,23 +306,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.hookimpl(tryfirst=True)  # the gate's failed items reach JUnit, the summary and --lf before they finish
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop servers (also after Ctrl-C); the family decision, baseline updates and every output, once."""
+    """Stop servers (also after Ctrl-C); the family decision, baseline updates, the outcome and every output, once;
+    the exit status is the outcome's."""
     config = session.config
     run = config.stash.get(session_key, None)
     if run is None:
         return
     bridge = config.stash.get(bridge_key, None)
-    confirmed, red = run.finish(bool(config.option.collectonly), bridge.json_path() if bridge else None,
-                                bool(bridge and bridge.saved))
+    _, failed = run.finish(bool(config.option.collectonly), bridge.json_path() if bridge else None,
+                           bool(bridge and bridge.saved), session.testsfailed,
+                           exitstatus == pytest.ExitCode.INTERRUPTED)
     if run.view is None:
         return
-    regressed = gateitems.regressions(run.view.verdicts, confirmed)
-    run.regressed = regressed
+    regressed = run.regressed
     gateitems.emit(regressed, pytest.TestReport, lambda r: config.hook.pytest_runtest_logreport(report=r))
     lf = config.pluginmanager.get_plugin("lfplugin")
     if lf is not None:
         gateitems.mark_last_failed(lf.lastfailed, regressed, {v.test for v in run.view.verdicts if v.test})
-    if (regressed or red) and session.exitstatus == pytest.ExitCode.OK:
+    if failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -320,5 +331,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     """What the pools did (launches, reuses and why, failures), the verdict table and what was written."""
     run = config.stash.get(session_key, None)
     if run is not None:
-        run.summary(terminalreporter, run.regressed)
+        run.summary(terminalreporter)
         sys.stdout.flush()

@@ -20,6 +20,26 @@ class XdistController:
 
     def __init__(self, session: Glm5Session) -> None:
         self.session = session
+        self.collected: list[str] = []  # the tests the workers collected (each the same list)
+        self.finished: set[str] = set()
+        self.dead: list[str] = []  # workers that went down with an error
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """What the run was to do: a test a dead worker never finished is named, never passed."""
+        if not self.collected:
+            self.collected = list(ids)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A test ends with its teardown (xdist's report of a crashed test is failed, whatever its phase)."""
+        if report.when == "teardown" or (report.failed and report.when not in ("setup", "call")):
+            self.finished.add(report.nodeid)
+
+    @pytest.hookimpl(tryfirst=True)  # before plugin.py's finish, which decides the outcome
+    def pytest_sessionfinish(self) -> None:
+        """Name the tests a dead worker left: they are part of the outcome."""
+        if self.dead:
+            self.session.unfinished = [t for t in self.collected if t not in self.finished]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -39,6 +59,8 @@ class XdistController:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """A worker finished; keep the run document it sent (the controller decides and reports once)."""
+        if error is not None:
+            self.dead.append(str(getattr(getattr(node, "gateway", None), "id", "?")))
         doc = getattr(node, "workeroutput", {}).get("glm5")
         if doc is not None:
             docs = self.session.worker_docs if self.session.worker_docs is not None else []
@@ -57,7 +79,7 @@ class XdistWorker:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Stop this worker's servers and send its run document (before the family decision)."""
         self.session.close()
-        if self.session.pool is not None or self.session.gate is not None:
+        if self.session.pool is not None or self.session.gate is not None or self.session.config_tests:
             self.config.workeroutput["glm5"] = self.session.worker_doc()  # type: ignore[attr-defined]
         else:
             self.session.handed_over = True

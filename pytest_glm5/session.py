@@ -28,12 +28,12 @@ from .judge.provenance import git_commit
 from .judge.verdicts import Change, Kind, ReportError, Verdict, read_report, run_document
 from .perf import PerfContext, rounds
 from .plan import ASSUMED_LOAD_S, ASSUMED_MEASURE_S_PER_TEST, Budget, ConfigCost, Plan, hours
-from .report import exports
+from .report import exports, gateitems
+from .report.outcome import Facts, Outcome, decide
 from .report.outputs import Outputs, Written, write_all
 from .report.terminal import (
     TerminalProgress,
     campaign_lines,
-    outcome_line,
     result_notes,
     summary_lines,
     target_lines,
@@ -150,6 +150,13 @@ class Glm5Session:
         self._measuring_since: dict[str, float] = {}  # config -> when its first test got its server here
         self.measure_s: dict[str, float] = {}  # config -> what its tests took on its first launch here
         self.tests_run: dict[str, int] = {}
+        self.config_tests = 0  # tests of a server config or a gated marker this run kept after deselection
+        self.watched: set[str] = set()  # their ids
+        self.ran = 0  # how many of them got to run (a call phase): none is a night that measured nothing
+        self.gpu_skipped: dict[str, str] = {}  # test -> why this machine's GPUs cannot run it
+        self.not_run: dict[str, str] = {}  # config -> why it was not run (--glm5-budget)
+        self.unfinished: list[str] = []  # tests a dead xdist worker never finished
+        self.outcome: Outcome | None = None
 
     # --- what the run is made of ---------------------------------------------------------------------------------
 
@@ -378,6 +385,10 @@ class Glm5Session:
         baselines file read and every GPU lease book opened (not after a model load), this shard's configs, and
         each config's tests together, a kept server's config first."""
         out = Collected(skips=self.gpu_skips(items))
+        self.gpu_skipped = dict(out.skips)
+        gated = set(self.gated_markers)
+        self.watched = {item.nodeid for item in items if item.config is not None or item.markers & gated}
+        self.config_tests = len(self.watched)
         if not any(item.config for item in items):
             out.order = [item.nodeid for item in items]
             return out
@@ -411,6 +422,9 @@ class Glm5Session:
             kept = {str(d.get("config")) for d in store.read()[KEPT].values()}
             groups = dict(sorted(groups.items(), key=lambda kv: kv[0] not in kept))
         out.order = plain + [nodeid for group in groups.values() for nodeid in group]
+        if self.settings.shard is not None:
+            self.watched &= {item.nodeid for item in kept_items}
+            self.config_tests = len(self.watched)
         self.plan = self.make_plan({name: len(ids) for name, ids in groups.items()})
         if self.worker is None and self.plan.costs:
             for line in self.plan.lines():
@@ -473,7 +487,8 @@ class Glm5Session:
                   if (model := cfg.model or self.settings.model) is not None
                   and (hw := self.hardware_known(cfg)) is not None}
         try:
-            files = check_stores(self.settings.baselines_root, wanted, self.stores)
+            files = check_stores(self.settings.baselines_root, wanted, self.stores,
+                                 writing=bool(self.settings.update_baselines))
         except GateError as exc:
             raise RunError(f"glm5: {exc}") from None
         if self.worker is None:
@@ -533,6 +548,7 @@ class Glm5Session:
         """The live server of a test's config, or why the test gets none."""
         why_not = self.budget.begin(name) if self.budget is not None else None
         if why_not is not None:
+            self.not_run[name] = f"{why_not} (--glm5-budget)"
             return Served(skip=f"{name}: {why_not} (--glm5-budget)")
         self.tests_run[name] = self.tests_run.get(name, 0) + 1
         try:
@@ -549,6 +565,11 @@ class Glm5Session:
                 pool.progress.done()
 
     # --- as tests run ---------------------------------------------------------------------------------------------
+
+    def reported(self, nodeid: str, when: str, skipped: bool) -> None:
+        """A test's phase ended: a watched test whose call phase was not skipped ran (it measured, or tried to)."""
+        if when == "call" and not skipped and nodeid in self.watched:
+            self.ran += 1
 
     def mark(self) -> tuple[int, int]:
         """Where the verdicts stand now (before a test)."""
@@ -618,7 +639,9 @@ class Glm5Session:
             "hardware": ", ".join(hardware), "args": self.args,
             # Launches are what a night on the real box is made of: each config's count and load times.
             "launches": {c: {"launches": len(t), "load_s": t}
-                         for c, t in (self.pool.load_s if self.pool is not None else {}).items()}}
+                         for c, t in (self.pool.load_s if self.pool is not None else {}).items()},
+            "config_tests": self.config_tests, "ran": self.ran, "gpu_skipped": self.gpu_skipped,
+            "not_run": self.not_run, "unfinished": self.unfinished}
         if self.settings.shard is not None and self.shard_configs is not None:
             index, count = self.settings.shard
             out["shard"] = {"index": index, "count": count, "configs": self.shard_configs,
@@ -647,18 +670,23 @@ class Glm5Session:
                                                 "ab": list(st.ab) if st.ab else None})
 
     def document(self, view: Merged, changes: Sequence[Change] = ()) -> dict[str, Any]:
-        """The run document every output is rendered from."""
-        return run_document(view.servers, view.verdicts, changes, view.results, view.versus, view.statistics,
-                            self.meta(view.verdicts), view.problems, view.known_issues, view.events)
+        """The run document every output is rendered from (with the outcome, once it is decided)."""
+        doc = run_document(view.servers, view.verdicts, changes, view.results, view.versus, view.statistics,
+                           self.meta(view.verdicts), view.problems, view.known_issues, view.events)
+        if self.outcome is not None:
+            doc["outcome"] = self.outcome.to_dict()
+        return doc
 
     def worker_doc(self) -> str:
         """An xdist worker's run, before the family decision (the controller makes it once, over all)."""
         self.handed_over = True
         return json.dumps(self.document(self.live()), default=str)
 
-    def finish(self, collect_only: bool, bench_json: str | None, bench_saved: bool) -> tuple[list[Verdict], bool]:
-        """The family decision over the whole run (joined from the workers under xdist), baseline updates and every
-        output, once. Returns the regressions it confirmed and whether anything failed that makes the run red."""
+    def finish(self, collect_only: bool, bench_json: str | None, bench_saved: bool, failed_tests: int = 0,
+               interrupted: bool = False) -> tuple[list[Verdict], bool]:
+        """The family decision over the whole run (joined from the workers under xdist), baseline updates, the
+        outcome and every output, once. Returns the regressions it confirmed and whether the run fails (the outcome
+        says why: the exit status and every output agree)."""
         self.close()
         if self.handed_over:
             return [], False
@@ -667,16 +695,23 @@ class Glm5Session:
             view = join(self.worker_docs)
             # compare_to needs both configs' verdicts, which may come from two workers: decided here, over all.
             view.versus = versus_all(view.verdicts, self.references(), Statistics.from_settings(s))
+            for doc in self.worker_docs:
+                told = doc.get("run") or {}
+                self.config_tests += int(told.get("config_tests") or 0)
+                self.ran += int(told.get("ran") or 0)
+                self.gpu_skipped.update(told.get("gpu_skipped") or {})
+                self.not_run.update(told.get("not_run") or {})
         else:
             view = self.live()
         self.view = decided(view, s.alpha)
         self.price_unresolved(self.view.verdicts)
-        red = False
+        self.regressed = gateitems.regressions(self.view.verdicts, self.view.confirmed)
         if s.update_baselines and self.view.verdicts:
             self.changes = update(s.baselines_root, self.view.verdicts, s.update_baselines)
-            red = bool(self.changes[1])  # asked to record, could not: not a green run
+            self.errors += self.changes[1]  # asked to record, could not: not a green run
             if not s.ab:
                 self.record_costs()
+        self.outcome = self.decide(failed_tests, interrupted)
         if (self.outputs.any or bench_json) and not collect_only:  # --collect-only measured nothing to report
             doc = self.document(self.view, self.changes[0])
             self.written = write_all(doc, self.outputs)
@@ -687,9 +722,42 @@ class Glm5Session:
                                               "results, as pytest-benchmark had none)")
                 except OSError as exc:
                     self.written.errors.append(f"cannot write --benchmark-json: {exc.strerror or exc}")
-            self.errors += self.written.errors
-            red = red or bool(self.written.errors)  # asked for an output, did not get it
-        return self.view.confirmed, red
+            if self.written.errors:  # asked for an output, did not get it: the terminal and the exit say so
+                self.errors += self.written.errors
+                self.outcome = self.decide(failed_tests, interrupted)
+        return self.view.confirmed, self.outcome.failed
+
+    def nothing_measured(self) -> str | None:
+        """Why this run measured nothing, where its config tests were all skipped (None: it measured, or had no
+        config tests): `89 sm120 tests skipped (needs compute capability 12.0 GPUs; found no NVML ...)`."""
+        view = self.view
+        launched = self.pool is not None and bool(self.pool.load_s)
+        if not self.config_tests or self.ran or launched or (view is not None and (view.verdicts or view.problems)):
+            return None
+        reasons: dict[str, int] = {}
+        for why in self.gpu_skipped.values():
+            reasons[why] = reasons.get(why, 0) + 1
+        for config, why in self.not_run.items():
+            reasons[f"{config}: {why}"] = reasons.get(f"{config}: {why}", 0) + 1
+        markers = "/".join(self.gated_markers) or "config"
+        skipped = len(self.gpu_skipped)
+        head = (f"all {skipped} {markers} tests skipped" if skipped == self.config_tests else
+                f"{skipped} of {self.config_tests} {markers} tests skipped") if skipped else \
+            f"none of {self.config_tests} config tests measured"
+        common = max(reasons, key=lambda r: reasons[r]) if reasons else "every config test was skipped"
+        return f"{head} ({common})"
+
+    def decide(self, failed_tests: int, interrupted: bool) -> Outcome:
+        """The run's outcome from what it did (report/outcome.py decides)."""
+        view = self.view
+        known = frozenset(n for n, c in (self._configs or {}).items() if c.known_issue)
+        # pytest counted its failures before the gate's items (the regressions, said apart) were emitted.
+        failed = failed_tests
+        return decide(Facts(
+            verdicts=view.verdicts if view else [], regressed=self.regressed, problems=view.problems if view else {},
+            known=known, failed_tests=failed, errors=list(self.errors), not_run=dict(self.not_run),
+            unfinished=list(self.unfinished), nothing_measured=self.nothing_measured(),
+            require=self.settings.require_baselines, interrupted=interrupted))
 
     def price_unresolved(self, verdicts: Sequence[Verdict]) -> None:
         """Each unresolved series' advice in time on this box: the launches that would resolve it (80% power) at
@@ -745,25 +813,28 @@ class Glm5Session:
             return []
         return list(exports.pytest_benchmark(self.document(self.live()))["benchmarks"])
 
-    def summary(self, tr: Any, regressed: Sequence[Verdict]) -> None:
-        """What the pools did (launches, reuses and why, failures), the verdict table and what was written."""
+    def summary(self, tr: Any) -> None:
+        """What the pools did (launches, reuses and why, failures), the verdict table, what was written, and the
+        outcome last (the line the exit status agrees with)."""
         view = self.view
-        if view is None:
+        if view is None or self.outcome is None:
             return
         if view.events:
             tr.section("glm5 servers")
             for line in wrapped([f"{name}: {message}" for name, message in view.events]):
                 tr.write_line(line)
-        changes, errors = self.changes[0], [*self.changes[1], *self.errors]
-        if not (view.verdicts or view.problems) and not errors:
+        changes, errors = self.changes[0], self.errors
+        if not (view.verdicts or view.problems or errors or self.config_tests or self.unfinished):
             return
         tr.section("glm5 performance")
         s = self.settings
-        for line in verdict_table(view.verdicts):
-            tr.write_line(line)
+        if view.verdicts:
+            for line in verdict_table(view.verdicts):
+                tr.write_line(line)
         for line in wrapped(summary_lines(view.verdicts, changes, s.update_baselines, view.problems, errors,
-                                          view.family_size, s.alpha if view.family_size else 0.0)):
-            tr.write_line(line, red=line.startswith(("regressions", "cannot", "NO BASELINES")))
+                                          view.family_size, s.alpha if view.family_size else 0.0, self.not_run,
+                                          self.unfinished)):
+            tr.write_line(line, red=line.startswith(("regressions", "cannot", "NO BASELINES", "never finished")))
         drift = {(a.series.config, a.series.scenario, a.series.metric): a.drift
                  for a in (self.written.analyses if self.written else [])}
         for line in wrapped([*target_lines(view.verdicts, drift), *campaign_lines(view.versus)]):
@@ -781,10 +852,10 @@ class Glm5Session:
             tr.write_line(line)
         for line in wrapped(self.spent_lines()):
             tr.write_line(line)
-        known = frozenset(n for n, c in (self._configs or {}).items() if c.known_issue)
-        last = outcome_line(view.verdicts, regressed, view.problems, known)
-        tr.write_line(last, red=last.startswith("FAILED"), green=last.startswith("PASSED"), bold=True)
-
+        last = self.outcome.line
+        for line in wrapped([last]):
+            tr.write_line(line, red=self.outcome.failed, green=self.outcome.status == "PASSED",
+                          yellow=self.outcome.status == "SKIPPED", bold=True)
 
     def spent_lines(self) -> list[str]:
         """Launches and time against the plan: `launches: tp8 5 (1 + 4 rounds), ep8 1; 6 launches in 0.4 h of
@@ -810,7 +881,7 @@ class MergeOutcome:
     """What `glm5 merge` decided and printed."""
 
     lines: list[str]
-    regressed: bool
+    failed: bool  # the outcome's: regressions, crashes or outputs not written
     errors: list[str]
 
 
@@ -839,9 +910,16 @@ def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float
     run.pop("shard", None)
     doc = run_document(view.servers, view.verdicts, changes, view.results, view.versus, view.statistics, run,
                        view.problems, view.known_issues, view.events)
+    outcome = decide(Facts(verdicts=view.verdicts, regressed=gateitems.regressions(view.verdicts, view.confirmed),
+                           problems=view.problems, known=frozenset(view.known_issues), errors=errors))
+    doc["outcome"] = outcome.to_dict()
     written = write_all(doc, outputs)
+    if written.errors:
+        outcome = decide(Facts(verdicts=view.verdicts, regressed=gateitems.regressions(view.verdicts, view.confirmed),
+                               problems=view.problems, known=frozenset(view.known_issues),
+                               errors=[*errors, *written.errors]))
     lines = [*verdict_table(view.verdicts),
              *summary_lines(view.verdicts, changes, update_mode, view.problems, [*errors, *written.errors],
                             view.family_size, a),
-             *campaign_lines(view.versus), *(f"glm5 {line}" for line in written.lines)]
-    return MergeOutcome(lines, bool(view.confirmed), [*errors, *written.errors])
+             *campaign_lines(view.versus), *(f"glm5 {line}" for line in written.lines), outcome.line]
+    return MergeOutcome(lines, outcome.failed, [*errors, *written.errors])

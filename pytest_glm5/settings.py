@@ -63,14 +63,30 @@ def _launches(value: str) -> int:
 
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(h|m|min|s)?\s*$")
+MAX_DURATION_S = 366 * 24 * 3600.0  # a budget beyond a year is a typo, not a plan
 
 
 def parse_duration(text: str) -> float:
     """`8h`, `90m`, `45min`, `3600s` or `3600` (seconds) -> seconds; ValueError naming the forms."""
     m = _DURATION_RE.match(text)
-    if m is None or float(m.group(1)) <= 0:
-        raise ValueError("must be a positive duration: 8h, 90m, 3600s or 3600 (seconds)")
-    return float(m.group(1)) * {"h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0, None: 1.0}[m.group(2)]
+    if m is None:
+        raise ValueError("is not a duration: write 8h, 90m, 45min, 3600s or 3600 (seconds), digits and a unit")
+    seconds = float(m.group(1)) * {"h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0, None: 1.0}[m.group(2)]
+    if not 0 < seconds <= MAX_DURATION_S:
+        raise ValueError("must be a duration above 0 and at most a year, e.g. 8h or 90m")
+    return seconds
+
+
+_HARDWARE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+
+
+def parse_hardware(value: str) -> str:
+    """A hardware key: one directory name under baselines/ (`8x-rtx-pro-6000-blackwell-sm120`); ValueError for a
+    value that would make another path (`..`, `a/b`) or is no name (spaces, newlines)."""
+    if not _HARDWARE_RE.match(value) or ".." in value:
+        raise ValueError("is not a hardware key: use letters, digits and . _ + - (one directory name under "
+                         "baselines/, e.g. 8x-rtx-pro-6000-blackwell-sm120)")
+    return value
 
 
 def parse_effect(value: str) -> float:
@@ -197,9 +213,10 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-configs", "server configs file (default suites/configs.toml under the rootdir)", path=True),
     Setting("glm5-model-path", "model path for configs without their own (also env GLM5_MODEL_PATH)",
-            env="GLM5_MODEL_PATH"),
+            env="GLM5_MODEL_PATH", path=True),
     Setting("glm5-sim", "run every config on the SGLang emulator", flag=True, ini=False),
-    Setting("glm5-sim-profile", "emulator profile name or TOML file (default: the config's, else glm5-sm120)"),
+    Setting("glm5-sim-profile", "emulator profile name or TOML file (default: the config's, else glm5-sm120)",
+            path=True),
     Setting("glm5-sim-time-scale", "emulator time scale (0.1 runs ten times faster; default 1)", 1.0,
             parse=_positive),
     Setting("glm5-sim-slowdown", "emulated decode speed times F (0.8 injects a 20%% regression)", 1.0,
@@ -239,7 +256,7 @@ SETTINGS: tuple[Setting, ...] = (
             "bounds", ini=False, argparse={"nargs": "?", "const": "new", "choices": ("new", "all")}),
     Setting("glm5-baselines", "baselines directory (default baselines/ under the rootdir)", path=True),
     Setting("glm5-hardware", "hardware key of the baselines (needed with a remote --sglang-url), e.g. "
-            "8x-rtx-pro-6000-blackwell-sm120", ini=False),
+            "8x-rtx-pro-6000-blackwell-sm120", ini=False, parse=parse_hardware),
     Setting("glm5-strict-baselines", "fail metrics that have no baseline yet (for CI gates)", flag=True, ini=False),
     Setting("glm5-require-baselines", "fail a config whose baselines file holds nothing for it at all (on by "
             "default where env CI is true: a gate that found no baselines has switched itself off)", flag=True,
@@ -278,6 +295,7 @@ class Sources:
     option: Callable[[str], Any]  # dest -> value or None
     ini: Callable[[str], Any]  # dest -> value or None/""
     ini_file: str = "the ini file"
+    overrides: frozenset[str] = frozenset()  # ini keys given with pytest's -o/--override-ini
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     suite: Mapping[str, Any] = field(default_factory=dict)
     suite_file: str = "conftest.py"
@@ -307,7 +325,8 @@ class _Resolver:
     def _resolve(s: Setting, src: Sources) -> Resolved:
         candidates: list[tuple[Any, str]] = [(src.option(s.dest), f"--{s.name}")]
         if s.ini:
-            candidates.append((src.ini(s.dest), f"ini {s.dest} in {src.ini_file}"))
+            candidates.append((src.ini(s.dest), f"-o {s.dest}" if s.dest in src.overrides else
+                               f"ini {s.dest} in {src.ini_file}"))
         if s.env:
             candidates.append((src.env.get(s.env), f"env {s.env}"))
         candidates.append((src.suite.get(s.name), f"suite default {s.name} in {src.suite_file}"))
@@ -499,7 +518,12 @@ def check_writable_file(path: Path, what: str) -> None:
         raise SettingsError(f"{what} {path} is a directory; give a file path")
     parent = path.parent
     if not parent.is_dir():
-        raise SettingsError(f"{what} {path}: directory {parent} does not exist")
+        probe = parent
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if probe.exists() and not probe.is_dir():
+            raise SettingsError(f"{what} {path}: {probe} is a file, not a directory; pick another path")
+        raise SettingsError(f"{what} {path}: directory {parent} does not exist; create it or pick another path")
     try:  # A real write: access() says yes to root even where nothing can be created (/proc, read-only mounts).
         with tempfile.NamedTemporaryFile(dir=parent, prefix=".glm5-write-check-"):
             pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -42,6 +43,22 @@ def atomic_write(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+STALE_TEMP_S = 600.0  # a write takes well under a second: a temp file this old was left by a killed writer
+
+
+def remove_stale_temps(path: Path, older_than_s: float = STALE_TEMP_S) -> list[Path]:
+    """Remove the temp files atomic_write left beside `path` when its writer was killed (kill -9 mid-write);
+    returns them. A fresh one may belong to a writer still at work: it is left."""
+    gone = []
+    now = time.time()
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - tmp.stat().st_mtime > older_than_s:
+                tmp.unlink()
+                gone.append(tmp)
+    return gone
 
 
 SHARED_MODE = 0o666  # lock files: the umask decides, so a group-writable (umask 002) directory is shared for real

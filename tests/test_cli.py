@@ -80,4 +80,4 @@ def test_glm5_plan_prices_a_resolution() -> None:
     p = glm5("plan")
     assert p.returncode == 2 and "give a report or baselines file, or --cv and --load-time" in p.stderr
     p = glm5("plan", "--cv", "0.05", "--load-time", "tonight")
-    assert p.returncode == 2 and "must be a positive duration" in p.stderr
+    assert p.returncode == 2 and "'tonight' is not a duration" in p.stderr

@@ -128,8 +128,8 @@ def test_nightly_gate_records_launches_then_finds_a_drop(pytester: pytest.Pytest
     slow = pytester.runpytest("--glm5-sim-slowdown", "0.8", "--glm5-report", "report.json", *NOISE)
     assert slow.ret == 1
     slow.assert_outcomes(passed=1, failed=1)  # the measurement passed; its gate item failed after the family decision
-    said_lines(slow, ["statistical verdicts: 1 series; the chance of any false alarm among them is held to "
-                               "0.01*", "regressions (1):", "  t c1 output_throughput * vs 4 reference launches: -*"])
+    said_lines(slow, ["1 series: 1 decided (1 regression); any false alarm among them held to 0.01*",
+                      "regressions (1):", "  t c1 output_throughput * vs 4 reference launches: -*"])
 
 
 
@@ -158,7 +158,7 @@ def test_a_launch_measures_every_scenario_of_its_config(pytester: pytest.Pyteste
     assert quiet.ret == 0, quiet.stdout.str()
     assert _launches(pytester) == {"t": 1}
     assert [v["verdict"] for v in report(pytester)["verdicts"]] == ["pass", "pass"]
-    said_lines(quiet, ["resolved: 2 of 2 statistical series (2 pass)"])
+    said_lines(quiet, ["2 series: 2 decided (2 pass); any false alarm among them held to 0.01*"])
 
 
 @pytest.mark.slow

@@ -13,8 +13,12 @@ from pytest_glm5.settings import parse_duration
 def test_durations_read_as_a_night_is_told() -> None:
     assert [parse_duration(x) for x in ("8h", "1.5h", "90m", "45min", "3600s", "3600")] == \
         [28800.0, 5400.0, 5400.0, 2700.0, 3600.0, 3600.0]
-    for bad in ("", "8 hours", "-1h", "0", "h"):
-        with pytest.raises(ValueError, match="positive duration: 8h, 90m, 3600s or 3600"):
+    for bad in ("", "8 hours", "-1h", "h", "1e9h"):
+        with pytest.raises(ValueError, match="is not a duration: write 8h, 90m, 45min, 3600s or 3600"):
+            parse_duration(bad)
+    # A number it reads but cannot take is told so, not called "not positive" (1e9h was).
+    for bad in ("0", "0h", "9000h"):
+        with pytest.raises(ValueError, match="must be a duration above 0 and at most a year"):
             parse_duration(bad)
 
 
@@ -63,7 +67,7 @@ def test_plan_prints_and_launches_nothing(pytester: pytest.Pytester) -> None:
     assert_no_server_left(model, wait=0.5)
     bad = pytester.runpytest("--glm5-budget", "tonight")
     assert bad.ret == 4
-    bad.stderr.fnmatch_lines(["*--glm5-budget*must be a positive duration: 8h, 90m, 3600s or 3600*"])
+    bad.stderr.fnmatch_lines(["*--glm5-budget = 'tonight' is not a duration: write 8h, 90m, 45min, 3600s or 3600*"])
 
 
 @pytest.mark.slow

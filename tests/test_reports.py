@@ -205,7 +205,8 @@ def test_bad_output_options_are_usage_errors(pytester: pytest.Pytester, tmp_path
                               "customBiggerIsBetter, customSmallerIsBetter, bencher, pytest-benchmark*"])
     nodir = pytester.runpytest("--glm5-html", str(tmp_path / "missing" / "r.html"))
     assert nodir.ret == 4
-    nodir.stderr.fnmatch_lines(["*--glm5-html */missing/r.html: directory */missing does not exist"])
+    nodir.stderr.fnmatch_lines(["*--glm5-html */missing/r.html: directory */missing does not exist; create it or pick "
+                                "another path"])
     blocked = tmp_path / "file"
     blocked.write_text("")
     hist = pytester.runpytest("--glm5-history", str(blocked / "h"))
@@ -336,21 +337,21 @@ def test_every_output_of_a_small_run_document(tmp_path: Path, capsys: pytest.Cap
     assert "REGRESSION cfg0 c1 output_throughput: DIFFERENT/worse" in capsys.readouterr().out
 
 
-def test_the_resolved_line_names_only_what_there_is() -> None:
-    # An A/B run on the H200 whose one series stayed UNKNOWN printed "resolved: 0 of 1 statistical series (); 1
-    # unresolved, the drop they could find 26-26%".
+def test_the_run_has_one_count_of_series() -> None:
+    # A rehearsal printed three totals ("resolved: 68 of 83 statistical series (16 client-bound, 52 pass)",
+    # "statistical verdicts: 153 series", "81 series decided, 69 not") and counted client-bound points as resolved.
     from pytest_glm5.judge.verdicts import Verdict
-    from pytest_glm5.report.terminal import resolved_line
+    from pytest_glm5.report.outcome import series_total
+    from pytest_glm5.report.terminal import summary_lines
 
-    def series(verdict: str, detectable: float) -> Verdict:
-        v = Verdict("c", "s", "output_throughput", 1.0, None, verdict)
-        v.stat = {"detectable": detectable}  # type: ignore[typeddict-item]
-        return v
-
-    assert resolved_line([series("unresolved", 0.26)]) == \
-        "resolved: 0 of 1 statistical series; 1 unresolved, the drop they could find 26%"
-    assert resolved_line([series("pass", 0.02), series("unresolved", 0.04), series("unresolved", 0.13)]) == \
-        "resolved: 1 of 3 statistical series (1 pass); 2 unresolved, the drop they could find 4-13%"
+    kinds = ["pass"] * 3 + ["client-bound"] * 2 + ["unresolved", "regression", "new"]
+    verdicts = [Verdict("c", f"s{i}", "output_throughput", 1.0, None, k) for i, k in enumerate(kinds)]
+    assert series_total(verdicts) == \
+        "8 series: 4 decided (3 pass, 1 regression), 4 not (2 client-bound, 1 new, 1 unresolved)"
+    lines = summary_lines(verdicts, [], None, {}, [], family_size=7, alpha=0.01)
+    assert lines[0].startswith("8 series: 4 decided (3 pass, 1 regression), 4 not (2 client-bound, 1 new, 1 "
+                               "unresolved); any false alarm among them held to 0.01")
+    assert not any(re.search(r"\b(resolved: |statistical verdicts)", line) for line in lines)
 
 
 TAILS = """

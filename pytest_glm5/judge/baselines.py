@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path, PurePath
@@ -60,6 +61,26 @@ COSTS = "costs"  # [costs.CONFIG]: what a launch of the config costs on this har
 COST_KEYS: dict[str, type | tuple[type, ...]] = {"load_s": (int, float), "measure_s": (int, float), "tests": int,
                                                  "launches": int, "source": str, "updated": (str, dt.date)}
 RESERVED = ("defaults", COSTS)
+# Every number of a baselines file is finite and in its range: a `floor = nan` passed every value, a `floor = -5`
+# read as a -20354% change. The range per key, as (low, low included, high): a bound and a recorded value are
+# positive; a launch cost above a week is a typo (a night is 8 hours).
+WEEK_S = 7 * 24 * 3600.0
+RANGES: dict[str, tuple[float, bool, float]] = {
+    "floor": (0.0, False, math.inf), "ceiling": (0.0, True, math.inf), "measured": (0.0, False, math.inf),
+    "target": (0.0, False, math.inf), "detectable": (0.0, True, math.inf), "latency_slack_ms": (0.0, True, 3.6e6),
+    "load_s": (0.0, True, WEEK_S), "measure_s": (0.0, True, WEEK_S), "tests": (1.0, True, 1e6),
+    "launches": (0.0, True, 1e6)}  # 0: an estimate, measured over no launch yet
+
+
+def _in_range(path: Path, where: str, key: str, value: Any) -> None:
+    """A number of the file: a finite number inside its key's range, else BaselineError with the range."""
+    low, included, high = RANGES[key]
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and math.isfinite(value) and (value >= low if included else value > low) and value <= high:
+        return
+    span = f"{'>=' if included else '>'} {low:g}" + (f" and <= {high:g}" if math.isfinite(high) else "")
+    raise BaselineError(f"{path}: {where}: {key} must be a finite number {span}, got {value!r}; fix the value or "
+                        "delete the entry and record it again with --update-baselines")
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -97,15 +118,20 @@ def _validate(path: Path, doc: dict[str, Any]) -> None:
             raise BaselineError(f"{path}: [defaults]: unknown key {key!r}; allowed: {', '.join(sorted(DEFAULTS_KEYS))}")
         if key == "tolerance":
             _check_tolerance(path, "[defaults]", value)
-        if key == "latency_slack_ms" and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0):
-            raise BaselineError(f"{path}: [defaults]: latency_slack_ms must be a number >= 0, got {value!r}")
-    for config, cost in doc.get(COSTS, {}).items():
+        if key == "latency_slack_ms":
+            _in_range(path, "[defaults]", key, value)
+    costs = doc.get(COSTS, {})
+    if not isinstance(costs, dict):
+        raise BaselineError(f"{path}: {COSTS} must be a table of [costs.CONFIG] tables (what a launch of each config "
+                            f"costs here, written by --update-baselines), got {costs!r}")
+    for config, cost in costs.items():
         for key, value in (cost.items() if isinstance(cost, dict) else [("", cost)]):
             want = COST_KEYS.get(key)
-            if want is None or not isinstance(value, want) or isinstance(value, bool) or \
-                    (isinstance(value, int | float) and value < 0):
+            if want is None or not isinstance(value, want) or isinstance(value, bool):
                 raise BaselineError(f"{path}: [costs.{config}]: {key or 'the entry'} must be one of "
-                                    f"{', '.join(COST_KEYS)} (numbers >= 0), got {value!r}")
+                                    f"{', '.join(COST_KEYS)}, got {value!r}")
+            if key in RANGES:
+                _in_range(path, f"[costs.{config}]", key, value)
     for config, scenarios in doc.items():
         if config in RESERVED:
             continue
@@ -133,15 +159,17 @@ def _validate(path: Path, doc: dict[str, Any]) -> None:
                                             f", got {value!r}")
                 if "tolerance" in entry:
                     _check_tolerance(path, where, entry["tolerance"])
-                if "target" in entry and not entry["target"] > 0:
-                    raise BaselineError(f"{path}: {where}: target must be a number > 0 (where the work is heading, "
-                                        f"e.g. target = 100 for 100 tok/s), got {entry['target']!r}")
+                for key in ("floor", "ceiling", "measured", "target", "detectable"):
+                    if key in entry:
+                        _in_range(path, where, key, entry[key])
                 launches = entry.get("launches", [])
-                if not all(isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in launches):
+                if not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+                           for x in launches):
                     raise BaselineError(f"{path}: {where}: launches must be a list of positive numbers, one per "
                                         f"server launch, got {launches!r}")
                 cdf = entry.get("cdf", [])
-                if cdf and (not all(isinstance(x, int | float) and not isinstance(x, bool) and x >= 0 for x in cdf)
+                if cdf and (not all(isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf
+                                    for x in cdf)
                             or len(cdf) < 2 or any(b < a for a, b in itertools.pairwise(cdf))):
                     raise BaselineError(f"{path}: {where}: cdf must be a rising list of numbers >= 0 (the recorded "
                                         f"distribution in ms at evenly spaced quantiles), got {cdf!r}")
@@ -155,7 +183,7 @@ def _validate(path: Path, doc: dict[str, Any]) -> None:
 
 
 def _check_tolerance(path: Path, where: str, value: Any) -> None:
-    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:  # nan fails too
         raise BaselineError(f"{path}: {where}: tolerance must be a fraction in [0, 1), got {value!r}")
 
 

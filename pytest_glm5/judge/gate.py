@@ -16,7 +16,8 @@ from ..metrics import (
     quantile_of,
     requests_needed,
 )
-from ..settings import Settings
+from ..settings import Settings, SettingsError, check_writable_dir
+from ..textfiles import remove_stale_temps
 from . import decide
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key
 from .decide import Look, per_launch
@@ -117,10 +118,12 @@ class GateError(Exception):
 
 
 def check_stores(root: Path, wanted: dict[str, tuple[str, str]],
-                 stores: dict[Path, BaselineStore] | None = None) -> list[str]:
+                 stores: dict[Path, BaselineStore] | None = None, writing: bool = False) -> list[str]:
     """Read the baselines file of each config's (hardware, model) now; GateError names the first that cannot be
-    used. Returns a line per file: which configs read it, and which of them it holds nothing for. `stores`: filled
-    with what was read, for the plan (a large file takes about half a second to parse)."""
+    used, and with `writing` (--update-baselines) the first whose directory cannot take the new file: before the
+    first launch, not after a night of recording. Returns a line per file: which configs read it, and which of them
+    it holds nothing for. `stores`: filled with what was read, for the plan (a large file takes about half a second
+    to parse). Temp files a killed writer left beside a file are removed."""
     users: dict[Path, list[str]] = {}
     keys: dict[Path, str] = {}
     for config, (hw, model) in wanted.items():
@@ -133,6 +136,13 @@ def check_stores(root: Path, wanted: dict[str, tuple[str, str]],
             store = BaselineStore(path)
         except BaselineError as exc:
             raise GateError(str(exc)) from None
+        for tmp in remove_stale_temps(path):
+            lines.append(f"removed {tmp}, left by a writer that was killed mid-write")
+        if writing:
+            try:
+                check_writable_dir(path.parent, f"--update-baselines: the baselines directory of {path.name}")
+            except SettingsError as exc:
+                raise GateError(f"{exc}, or make it writable; nothing was launched") from None
         if stores is not None:
             stores[path] = store
         missing = [c for c in configs if not store.has_config(c)]

@@ -111,6 +111,9 @@ def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT
             if n_reg else f"## glm5: no regression in {len(verdicts)} series")
     if problems:
         head += f", {len(problems)} config{'s' if len(problems) != 1 else ''} crashed or could not run"
+    outcome = doc.get("outcome") or {}
+    if outcome.get("line"):  # the run's own last word, as its terminal and exit status say it
+        head = f"## glm5: {_esc(str(outcome['line']))}"
     run = doc.get("run") or {}
     meta = " · ".join(str(x) for x in (run.get("commit") and f"commit `{run['commit']}`", run.get("hardware"),
                                        run.get("time")) if x)
@@ -120,6 +123,8 @@ def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT
         ("New metrics (no baseline yet)", [line(d) for d in by["new"]]),
         ("Crashes", [f"- **{_esc(name)}**{' (known issue, expected)' if name in known else ''}: {_esc(why)[:600]}"
                      for name, why in problems.items()]),
+        ("Not run", [f"- **{_esc(name)}**: {_esc(why)}" for name, why in (run.get("not_run") or {}).items()]),
+        ("Never finished (a worker died; not passed)", [f"- {_esc(t)}" for t in run.get("unfinished") or []]),
         ("Targets", [f"- {_names(d)}: {number(d['measured'])} "
                      f"{d.get('unit', '')}, {target_text(d)}" for d in targets]),
     ]

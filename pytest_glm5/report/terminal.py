@@ -7,11 +7,12 @@ import re
 import sys
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..judge.decide import CLIENT_BOUND, EMULATOR_BOUND, KNOWN_COST, UNRESOLVED
 from ..judge.verdicts import WORKLOAD_CHANGED, Change, Kind, Verdict, fmt, times, unit_of
+from .outcome import series_total
 from .trends import target_line
 
 
@@ -145,29 +146,6 @@ def wrapped(lines: Sequence[str], width: int = WIDTH) -> list[str]:
     return out
 
 
-def outcome_line(verdicts: Sequence[Verdict], regressed: Sequence[Verdict], problems: dict[str, str],
-                 known: frozenset[str] = frozenset()) -> str:
-    """The run's last word: `FAILED: 2 regressions (tp8 single-stream output_throughput -11.9%, ...)`, or PASSED."""
-    judged = [v for v in verdicts if v.verdict in ("pass", "regression", "improvement", KNOWN_COST)]
-    not_judged = [v for v in verdicts
-                  if v.verdict in (EMULATOR_BOUND, CLIENT_BOUND, Kind.TOO_FEW, UNRESOLVED, WORKLOAD_CHANGED, "new")]
-    tail = (f"; {len(judged)} series decided, {len(not_judged)} not (unresolved, not judged, new or workload changed)"
-            if not_judged else f"; {len(judged)} series decided") if verdicts else ""
-    expected = [name for name in problems if name in known]
-    failed = [name for name in problems if name not in known]
-    crashed = (f"; {len(failed)} config{'s' if len(failed) != 1 else ''} crashed or could not run" if failed
-               else "")
-    crashed += (f"; {len(expected)} known issue{'s' if len(expected) != 1 else ''} crashed as expected" if expected
-                else "")
-    if regressed:
-        named = ", ".join(f"{v.config} {v.scenario} {v.metric} {change_cell(v).split(' ')[0]}" for v in regressed[:3])
-        more = f", and {len(regressed) - 3} more" if len(regressed) > 3 else ""
-        return f"FAILED: {len(regressed)} regression{'s' if len(regressed) != 1 else ''} ({named}{more}){crashed}{tail}"
-    bare = sorted({v.config for v in verdicts if (v.note or "").startswith("NO BASELINES")})
-    unguarded = f"; NO BASELINES for {', '.join(bare)} (nothing gated there)" if bare else ""
-    return f"{'FAILED' if failed else 'PASSED'}: no regression{crashed}{unguarded}{tail}"
-
-
 def grouped_reasons(verdicts: Sequence[Verdict]) -> list[str]:
     """One line per point (config, scenario) naming its metrics, and each reason once with how many points share it:
     a reason repeated for every metric of every point says nothing new after the first time."""
@@ -188,38 +166,20 @@ def grouped_reasons(verdicts: Sequence[Verdict]) -> list[str]:
     return out
 
 
-def resolved_line(verdicts: Sequence[Verdict]) -> str:
-    """`resolved: 40 of 46 statistical series (38 pass, 2 regression); 6 unresolved, smallest drop they could have
-    shown 4-13%`: what the run could decide, first."""
-    stat = [v for v in verdicts if v.stat]
-    done = [v for v in stat if v.verdict != UNRESOLVED]
-    kinds: dict[str, int] = {}
-    for v in done:
-        kinds[str(v.verdict)] = kinds.get(str(v.verdict), 0) + 1
-    line = f"resolved: {len(done)} of {len(stat)} statistical series"
-    if kinds:
-        line += " (" + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
-    open_ = [v for v in stat if v.verdict == UNRESOLVED]
-    seen = sorted(float(x) for v in open_ if (x := v.stat.get("detectable")) is not None)
-    if open_:
-        span = "-".join(dict.fromkeys(f"{x * 100:.0f}" for x in (seen[0], seen[-1]))) if seen else ""
-        line += f"; {len(open_)} unresolved" + (f", the drop they could find {span}%" if seen else "")
-    return line
-
-
 def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update_mode: str | None,
                   server_problems: dict[str, str], update_errors: Sequence[str], family_size: int = 0,
-                  alpha: float = 0.0) -> list[str]:
-    """Regressions, improvements (with the hint), unresolved and emulator-bound series, new metrics, crashed or skipped
-    configs, baseline changes."""
+                  alpha: float = 0.0, not_run: Mapping[str, str] | None = None,
+                  unfinished: Sequence[str] = ()) -> list[str]:
+    """The run's one count of series, then regressions, improvements (with the hint), unresolved and not-judged
+    series, new metrics, crashed, skipped and unfinished configs, baseline changes."""
     out: list[str] = []
     regs = [v for v in verdicts if v.verdict == "regression"]
     imps = [v for v in verdicts if v.verdict == "improvement"]
     new = [v for v in verdicts if v.verdict == "new"]
-    if family_size:
-        out.append(resolved_line(verdicts))
-        out.append(f"statistical verdicts: {family_size} series; the chance of any false alarm among them is held to "
-                   f"{alpha:g} (Benjamini-Hochberg over the run, alpha spending over added launches)")
+    if verdicts:
+        held = (f"; any false alarm among them held to {alpha:g} (Benjamini-Hochberg over the run, alpha spending "
+                "over added launches)") if family_size else ""
+        out.append(f"{series_total(verdicts)}{held}")
     unguarded = {v.config: v.note for v in new if (v.note or "").startswith("NO BASELINES")}
     out += [f"{note}; record them with --update-baselines" for note in unguarded.values()]
     if regs:
@@ -267,6 +227,12 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     if server_problems:
         out.append("configs that crashed or could not run:")
         out += [f"  {name}: {why}" for name, why in server_problems.items()]
+    if not_run:
+        out.append(f"configs not run ({len(not_run)}):")
+        out += [f"  {name}: {why}" for name, why in not_run.items()]
+    if unfinished:
+        out.append(f"never finished: a worker died before these tests ended ({len(unfinished)}; not passed):")
+        out += [f"  {nodeid}" for nodeid in unfinished]
     if changes:
         out.append(f"baselines updated ({len(changes)}):")
         out += [f"  {c.line()}" for c in changes]

@@ -1,0 +1,127 @@
+"""The run's outcome: one value, computed once, that the last terminal line, the exit status, the JSON report and
+the markdown summary all say. A run fails for any of: confirmed regressions, configs that crashed or could not run
+(known issues aside), tests pytest itself failed, outputs or baselines it was asked for and could not write, tests
+a dead xdist worker never finished, and a required night that measured nothing.
+
+    FAILED: 2 regressions (tp8 single-stream output_throughput -11.9%, ...); 46 series: 40 decided, 6 not
+    FAILED: nothing measured: 89 sm120 tests skipped (needs compute capability 12.0 GPUs; found no NVML ...)
+    SKIPPED: nothing measured: 89 sm120 tests skipped (...); CI=true or --glm5-require-baselines fails such a run
+    PASSED: no regression; 46 series: 40 decided (38 pass, 2 improvement), 6 not (6 unresolved)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..judge.verdicts import Kind, Verdict
+
+DECIDED = (Kind.PASS, Kind.REGRESSION, Kind.IMPROVEMENT, Kind.KNOWN_COST)
+
+
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else plural or word + 's'}"
+
+
+def series_total(verdicts: Sequence[Verdict]) -> str:
+    """The run's one count of series: `46 series: 40 decided (38 pass, 2 improvement), 6 not (6 unresolved)`.
+    Decided means the data settled it (pass, regression, improvement, known cost); everything else (unresolved,
+    client- or emulator-bound, too few requests, new, workload changed) was not decided."""
+    by: dict[str, int] = {}
+    for v in verdicts:
+        by[str(v.verdict)] = by.get(str(v.verdict), 0) + 1
+    done = {k: n for k, n in by.items() if k in DECIDED}
+    left = {k: n for k, n in by.items() if k not in DECIDED}
+
+    def parts(d: Mapping[str, int]) -> str:
+        return ", ".join(f"{n} {k}" for k, n in sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    text = f"{len(verdicts)} series: {sum(done.values())} decided" + (f" ({parts(done)})" if done else "")
+    return text + (f", {sum(left.values())} not ({parts(left)})" if left else "")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the run amounts to; `line` is its last word and `failed` its exit status."""
+
+    status: str  # PASSED, FAILED or SKIPPED (nothing measured, not required)
+    line: str
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run must exit non-zero."""
+        return self.status == "FAILED"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the run document holds it."""
+        return {"status": self.status, "line": self.line, "exit_status": 1 if self.failed else 0}
+
+
+@dataclass
+class Facts:
+    """What the outcome is decided from: every way a run can go, as plain values."""
+
+    verdicts: Sequence[Verdict] = ()
+    regressed: Sequence[Verdict] = ()  # confirmed and provisional regressions (the gate's failed items)
+    problems: Mapping[str, str] = field(default_factory=dict)  # config -> why it crashed or could not run
+    known: frozenset[str] = frozenset()  # configs whose crash is a known issue
+    failed_tests: int = 0  # what pytest counted as failed (gate items aside)
+    errors: Sequence[str] = ()  # outputs, baselines or costs asked for and not written
+    not_run: Mapping[str, str] = field(default_factory=dict)  # config -> why it was not run (--glm5-budget)
+    unfinished: Sequence[str] = ()  # tests a dead worker never finished
+    nothing_measured: str | None = None  # why nothing was measured, where the run measured nothing
+    require: bool = False  # a run that measured nothing fails (CI=true, --glm5-require-baselines)
+    interrupted: bool = False
+
+
+def decide(f: Facts) -> Outcome:
+    """The run's outcome from its facts (value in, value out)."""
+    reasons: list[str] = []
+    if f.regressed:
+        named = ", ".join(f"{v.config} {v.scenario} {v.metric} {_change(v)}" for v in f.regressed[:3])
+        more = f", and {len(f.regressed) - 3} more" if len(f.regressed) > 3 else ""
+        reasons.append(f"{_n(len(f.regressed), 'regression')} ({named}{more})")
+    crashed = [n for n in f.problems if n not in f.known]
+    if crashed:
+        reasons.append(f"{_n(len(crashed), 'config')} crashed or could not run ({', '.join(crashed)})")
+    if f.failed_tests:
+        reasons.append(f"{_n(f.failed_tests, 'test')} failed")
+    if f.unfinished:
+        reasons.append(f"{_n(len(f.unfinished), 'test')} never finished (a worker died): "
+                       f"{', '.join(f.unfinished[:3])}{', ...' if len(f.unfinished) > 3 else ''}")
+    if f.errors:
+        reasons.append(f"{_n(len(f.errors), 'output')} not written ({f.errors[0]})")
+    if f.interrupted:
+        reasons.append("interrupted")
+    notes: list[str] = []
+    expected = [n for n in f.problems if n in f.known]
+    if expected:
+        notes.append(f"{_n(len(expected), 'known issue')} crashed as expected")
+    bare = sorted({v.config for v in f.verdicts if (v.note or "").startswith("NO BASELINES")})
+    if bare:
+        notes.append(f"NO BASELINES for {', '.join(bare)} (nothing gated there)")
+    if f.not_run:
+        notes.append(f"{_n(len(f.not_run), 'config')} not run ({', '.join(f.not_run)}: "
+                     f"{next(iter(f.not_run.values()))})")
+    if f.verdicts:
+        notes.append(series_total(f.verdicts))
+    if f.nothing_measured is not None and not f.verdicts:
+        head = f"nothing measured: {f.nothing_measured}"
+        if f.require or reasons:
+            return Outcome("FAILED", "; ".join(["FAILED: " + head, *reasons, *notes]))
+        return Outcome("SKIPPED", "; ".join([f"SKIPPED: {head}", *notes,
+                                             "CI=true or --glm5-require-baselines fails such a run"]))
+    if reasons:
+        return Outcome("FAILED", "FAILED: " + "; ".join([*reasons, *notes]))
+    return Outcome("PASSED", "; ".join(["PASSED: no regression", *notes]))
+
+
+def _change(v: Verdict) -> str:
+    if v.stat and "change" in v.stat:
+        x = float(v.stat["change"])
+    elif v.bound is not None and v.bound.value:
+        x = v.measured / v.bound.value - 1
+    else:
+        return ""
+    return f"{x * 100:+.0f}%" if abs(x) >= 1 else f"{x * 100:+.1f}%"

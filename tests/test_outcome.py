@@ -1,0 +1,137 @@
+"""The run's outcome: every way a run can end, decided once, and the terminal's last line, the exit status, the JSON
+report and the markdown summary all saying the same thing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from plugin_helpers import FAKE_NVML, unwrapped, write_configs
+
+from pytest_glm5.judge.verdicts import Bound, Verdict
+from pytest_glm5.report.outcome import Facts, decide
+
+
+def v(kind: str, config: str = "tp8", note: str | None = None, change: float = -0.12) -> Verdict:
+    bound = Bound("output_throughput", "floor", 10.0, 0.05)
+    out = Verdict(config, "single-stream", "output_throughput", 9.0, bound, kind)
+    out.note = note
+    out.stat = {"change": change}  # type: ignore[typeddict-item]
+    return out
+
+
+def test_every_way_a_run_can_end_is_one_outcome() -> None:
+    passed = decide(Facts(verdicts=[v("pass"), v("unresolved")]))
+    assert (passed.status, passed.failed) == ("PASSED", False)
+    assert passed.line == "PASSED: no regression; 2 series: 1 decided (1 pass), 1 not (1 unresolved)"
+    reg = decide(Facts(verdicts=[v("regression"), v("pass")], regressed=[v("regression")]))
+    assert reg.failed and reg.line.startswith("FAILED: 1 regression (tp8 single-stream output_throughput -12.0%)")
+    bare = decide(Facts(verdicts=[v("new", note="NO BASELINES: tp8 has no entry")]))
+    assert bare.status == "PASSED" and "NO BASELINES for tp8 (nothing gated there)" in bare.line
+    # Under CI=true the same run fails its tests: the outcome counts pytest's failures and never reads PASSED.
+    required = decide(Facts(verdicts=[v("new", note="NO BASELINES: tp8 has no entry")], failed_tests=4))
+    assert required.failed and required.line.startswith("FAILED: 4 tests failed; NO BASELINES for tp8")
+    crash = decide(Facts(problems={"ep8": "died", "tp8-trtllm": "tile"}, known=frozenset({"tp8-trtllm"})))
+    assert crash.line == "FAILED: 1 config crashed or could not run (ep8); 1 known issue crashed as expected"
+    known_only = decide(Facts(verdicts=[v("pass")], problems={"tp8-trtllm": "tile"}, known=frozenset({"tp8-trtllm"})))
+    assert known_only.status == "PASSED"
+    budget = decide(Facts(verdicts=[v("pass")], not_run={"sbo": "budget 8 h: ...; not run (--glm5-budget)"}))
+    assert budget.status == "PASSED" and "1 config not run (sbo: budget 8 h" in budget.line
+    dead = decide(Facts(verdicts=[v("pass")], unfinished=["t.py::test_a[ep8]", "t.py::test_b[ep8]"]))
+    assert dead.failed and "2 tests never finished (a worker died): t.py::test_a[ep8], t.py::test_b[ep8]" in dead.line
+    lost = decide(Facts(verdicts=[v("pass")], errors=["cannot write --glm5-html x: Permission denied"]))
+    assert lost.failed and "1 output not written (cannot write --glm5-html x" in lost.line
+    why = "all 89 sm120 tests skipped (sm120: needs compute capability 12.0 GPUs; found no NVML)"
+    quiet = decide(Facts(nothing_measured=why))
+    assert (quiet.status, quiet.failed) == ("SKIPPED", False)
+    assert quiet.line == (f"SKIPPED: nothing measured: {why}; CI=true or --glm5-require-baselines fails such a run")
+    loud = decide(Facts(nothing_measured=why, require=True))
+    assert loud.failed and loud.line == f"FAILED: nothing measured: {why}"
+    assert decide(Facts(verdicts=[v("pass")], interrupted=True)).line.startswith("FAILED: interrupted")
+
+
+GATED = """
+import pytest
+@pytest.mark.sm120
+@pytest.mark.server_config("t")
+@pytest.mark.parametrize("c", [1, 2])
+def test_point(perf, c):
+    perf.check(perf.run(f"c{c}", concurrency=c, num_prompts=4, input_len=8, output_len=16, warmup=0), f"c{c}",
+               ["output_throughput"])
+"""
+
+
+def outcome_agrees(result: pytest.RunResult, where: Path) -> str:
+    """The outcome line, after checking that the exit status, the JSON report and the markdown summary say it too."""
+    lines = [line for line in unwrapped(result.stdout.str()) if line.startswith(("PASSED:", "FAILED:", "SKIPPED:"))]
+    assert len(lines) == 1, result.stdout.str()
+    line = lines[0]
+    assert (result.ret != 0) == line.startswith("FAILED:"), (result.ret, line)
+    doc = json.loads((where / "report.json").read_text())
+    assert doc["outcome"]["line"] == line and doc["outcome"]["exit_status"] == (1 if result.ret else 0)
+    assert (where / "summary.md").read_text().splitlines()[0] == f"## glm5: {line}"
+    return line
+
+
+OUTPUTS = ("--glm5-report", "report.json", "--glm5-markdown", "summary.md")
+
+
+def test_a_night_without_gpus_says_so_and_fails_where_required(pytester: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makeconftest("def pytest_glm5_suite(config):\n    return {'gated_markers': {'sm120': '12.0'}}\n")
+    pytester.makepyfile(test_gated=GATED)
+    monkeypatch.setenv("GLM5_NVML_MODULE", "no_such_nvml_module")
+    # Without -rs: the reason is on the outcome line.
+    plain = pytester.runpytest(*OUTPUTS)
+    plain.assert_outcomes(skipped=2)
+    line = outcome_agrees(plain, pytester.path)
+    assert line.startswith("SKIPPED: nothing measured: all 2 sm120 tests skipped (sm120: needs compute capability "
+                           "12.0 GPUs; found no NVML")
+    monkeypatch.setenv("CI", "true")
+    ci = pytester.runpytest(*OUTPUTS)
+    assert ci.ret == pytest.ExitCode.TESTS_FAILED
+    assert outcome_agrees(ci, pytester.path).startswith("FAILED: nothing measured: all 2 sm120 tests skipped")
+    monkeypatch.delenv("CI")
+    flag = pytester.runpytest("--glm5-require-baselines", *OUTPUTS)
+    assert flag.ret == pytest.ExitCode.TESTS_FAILED
+    # With GPUs the same tests run, and the line says what they measured (NO BASELINES here: nothing recorded).
+    pytester.makepyfile(fake_nvml=FAKE_NVML.format(gpus=[("NVIDIA RTX PRO 6000 Blackwell", (12, 0))] * 8))
+    pytester.syspathinsert()
+    monkeypatch.setenv("GLM5_NVML_MODULE", "fake_nvml")
+    ran = pytester.runpytest("--glm5-sim", *OUTPUTS)
+    assert outcome_agrees(ran, pytester.path).startswith("PASSED: no regression; NO BASELINES for t")
+
+
+def test_outcomes_agree_across_outputs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n[config.ep8]\nflags = { ep-size = 8 }\n")
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.server_config("t")
+@pytest.mark.parametrize("c", [1, 2])
+def test_point(perf, c):
+    perf.check(perf.run(f"c{c}", concurrency=c, num_prompts=4, input_len=8, output_len=16, warmup=0), f"c{c}",
+               ["output_throughput"])
+""")
+    # Under CI=true without baselines, pytest failed 2 tests and exited 1 while the line read "PASSED".
+    monkeypatch.setenv("CI", "true")
+    bare = pytester.runpytest(*OUTPUTS)
+    assert bare.ret == pytest.ExitCode.TESTS_FAILED
+    assert outcome_agrees(bare, pytester.path).startswith("FAILED: 2 tests failed; NO BASELINES for t")
+    monkeypatch.delenv("CI")
+    assert pytester.runpytest("--update-baselines").ret == 0
+    same = pytester.runpytest(*OUTPUTS)
+    assert outcome_agrees(same, pytester.path).startswith("PASSED: no regression; 2 series:")
+    slow = pytester.runpytest("--glm5-sim-slowdown", "0.3", *OUTPUTS)
+    assert outcome_agrees(slow, pytester.path).startswith("FAILED: 2 regressions (t c1 output_throughput")
+    # A crash under load (the emulator's EP8 dies of CUDA OOM at concurrency 256).
+    pytester.makepyfile(test_crash="""
+import pytest
+@pytest.mark.server_config("ep8")
+def test_load(perf):
+    perf.stability(concurrency=256, num_prompts=256, input_len=8, output_len=16)
+""")
+    crash = pytester.runpytest("test_crash.py", *OUTPUTS)
+    assert outcome_agrees(crash, pytester.path).startswith("FAILED: 1 config crashed or could not run (ep8); 1 test "
+                                                            "failed")
