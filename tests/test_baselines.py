@@ -29,6 +29,21 @@ def store(tmp_path: Path, text: str) -> BaselineStore:
     ("[tp8.s.output_throughput]\nmeasured = 1\n", "needs exactly one of floor or ceiling"),
     ("[tp8.s.output_throughput\nfloor = 1\n", "invalid TOML"),
     ("tp8 = 3\n", "'tp8' must be a table of scenarios"),
+    # Numbers that parse but mean nothing: each passed or printed nonsense before (issue 28).
+    ("[tp8.s.output_throughput]\nfloor = nan\n", "floor must be a finite number > 0, got nan"),
+    ("[tp8.s.output_throughput]\nfloor = -5\n", "floor must be a finite number > 0, got -5"),
+    ("[tp8.s.output_throughput]\nfloor = inf\n", "floor must be a finite number > 0, got inf"),
+    ("[tp8.s.p99_ttft_ms]\nceiling = nan\n", "ceiling must be a finite number >= 0, got nan"),
+    ("[tp8.s.output_throughput]\nfloor = 1\nmeasured = nan\n", "measured must be a finite number > 0"),
+    ("[tp8.s.output_throughput]\nfloor = 1\ntolerance = nan\n", "tolerance must be a fraction in [0, 1)"),
+    ("[tp8.s.output_throughput]\nfloor = 1\nlaunches = [1.0, nan]\n", "launches must be a list of positive"),
+    ("[defaults]\nlatency_slack_ms = nan\n", "[defaults]: latency_slack_ms must be a finite number >= 0"),
+    ("[defaults]\nlatency_slack_ms = inf\n", "[defaults]: latency_slack_ms must be a finite number >= 0"),
+    ("[costs.tp8]\nload_s = nan\n", "[costs.tp8]: load_s must be a finite number >= 0 and <= 604800, got nan"),
+    ("[costs.tp8]\nload_s = inf\n", "[costs.tp8]: load_s must be a finite number"),
+    ("[costs.tp8]\nload_s = 1e300\n", "[costs.tp8]: load_s must be a finite number >= 0 and <= 604800"),
+    ("[costs.tp8]\nmeasure_s = -1\n", "[costs.tp8]: measure_s must be a finite number >= 0"),
+    ("costs = 5\n", "costs must be a table of [costs.CONFIG] tables"),
 ])
 def test_validation_names_file_table_and_key(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(BaselineError) as exc:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from plugin_helpers import FAKE_NVML, unwrapped, write_configs
+from plugin_helpers import FAKE_NVML, write_configs
 
 from pytest_glm5.judge.verdicts import Bound, Verdict
 from pytest_glm5.report.outcome import Facts, decide
@@ -64,13 +64,19 @@ def test_point(perf, c):
 
 def outcome_agrees(result: pytest.RunResult, where: Path) -> str:
     """The outcome line, after checking that the exit status, the JSON report and the markdown summary say it too."""
-    lines = [line for line in unwrapped(result.stdout.str()) if line.startswith(("PASSED:", "FAILED:", "SKIPPED:"))]
-    assert len(lines) == 1, result.stdout.str()
-    line = lines[0]
+    text = result.stdout.str().splitlines()
+    starts = [i for i, line in enumerate(text) if line.startswith(("PASSED:", "FAILED:", "SKIPPED:"))]
+    assert len(starts) == 1, result.stdout.str()
+    line = text[starts[0]]
+    for more in text[starts[0] + 1:]:  # the summary wraps long lines with a hanging indent of four
+        if not more.startswith("    "):
+            break
+        line += " " + more.strip()
     assert (result.ret != 0) == line.startswith("FAILED:"), (result.ret, line)
     doc = json.loads((where / "report.json").read_text())
     assert doc["outcome"]["line"] == line and doc["outcome"]["exit_status"] == (1 if result.ret else 0)
-    assert (where / "summary.md").read_text().splitlines()[0] == f"## glm5: {line}"
+    # markdown escapes what it would render (`[`, `*`): the text a reader sees is the line
+    assert (where / "summary.md").read_text().splitlines()[0].replace("\\", "") == f"## glm5: {line}"
     return line
 
 
@@ -135,3 +141,24 @@ def test_load(perf):
     crash = pytester.runpytest("test_crash.py", *OUTPUTS)
     assert outcome_agrees(crash, pytester.path).startswith("FAILED: 1 config crashed or could not run (ep8); 1 test "
                                                             "failed")
+
+
+@pytest.mark.slow
+def test_a_dead_worker_is_named_and_never_passed(pytester: pytest.Pytester) -> None:
+    write_configs(pytester, "[config.a]\nflags = {}\n[config.b]\nflags = {}\n")
+    pytester.makepyfile("""
+import os, signal
+import pytest
+@pytest.mark.parametrize("cfg", [pytest.param(n, marks=pytest.mark.server_config(n)) for n in "ab"])
+@pytest.mark.parametrize("c", [1, 2, 3])
+def test_point(perf, cfg, c):
+    if cfg == "b" and c == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # the worker dies mid-config, as an OOM killer would take it
+    perf.check(perf.run(f"c{c}", concurrency=c, num_prompts=2, input_len=8, output_len=8, warmup=0), f"c{c}",
+               ["output_throughput"])
+""")
+    result = pytester.runpytest("-n", "2", "--max-worker-restart", "0", *OUTPUTS)
+    line = outcome_agrees(result, pytester.path)
+    assert line.startswith("FAILED: ") and "never finished (a worker died)" in line, line
+    doc = json.loads((pytester.path / "report.json").read_text())
+    assert doc["run"]["unfinished"] and all(t.endswith("-b]") for t in doc["run"]["unfinished"])
