@@ -21,7 +21,7 @@ from typing import Any
 from . import proxies
 from .configs import ConfigError, ServerConfig, load_configs
 from .judge.baselines import BaselineError, BaselineStore, baseline_path, write_costs
-from .judge.decide import to_resolve
+from .judge.decide import to_add
 from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores, versus_all
 from .judge.merge import Merged, MergeError, coverage, decided, join, update
 from .judge.provenance import git_commit
@@ -760,23 +760,15 @@ class Glm5Session:
             require=self.settings.require_baselines, interrupted=interrupted))
 
     def price_unresolved(self, verdicts: Sequence[Verdict]) -> None:
-        """Each unresolved series' advice in time on this box: the launches that would resolve it (80% power) at
-        its config's launch cost in the plan (`about 4 more launches, 3.2 h on this box`)."""
+        """Each unresolved series' advice in time on this box: the launches its line says to add, at its config's
+        launch cost in the plan (`about 4 more new launches would resolve it (80% power): 3.2 h on this box`)."""
         costs = {c.config: c.launch_s for c in (self.plan.costs if self.plan else [])}
         for v in verdicts:
-            st = v.stat
-            if v.verdict != Kind.UNRESOLVED or not st or v.config not in costs or "answer" in st or not st.get("cv"):
+            more = to_add(v.note)
+            if v.verdict != Kind.UNRESOLVED or v.config not in costs or more is None or "on this box" in v.note:
                 continue
-            n = to_resolve(float(st["cv"]), float(st["tolerance"]), int(st["n_ref"]))
-            if n is None or "on this box" in (v.note or ""):
-                continue
-            more = n - int(st["n_new"])
-            # Past the estimate (it resolves 4 runs in 5), another launch is what trying again costs.
-            what = f"{more} more launch{'es' if more > 1 else ''} of {v.config} would resolve it" if more > 0 else \
-                f"another launch of {v.config} may resolve it"
-            v.note = (f"{v.note}; " if v.note else "") + \
-                f"{what}: {hours(max(more, 1) * costs[v.config])} on this box ({hours(costs[v.config])} a launch, " \
-                "the plan's price)"
+            v.note = f"{v.note}: {hours(more * costs[v.config])} on this box ({hours(costs[v.config])} a launch, " \
+                     "the plan's price)"
 
     def record_costs(self) -> None:
         """With the baselines: what a launch of each config measured here cost (load, and its tests on one launch),

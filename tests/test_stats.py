@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import pytest
 from scipy import stats as sps
@@ -209,3 +210,25 @@ def test_a_night_noisier_than_its_reference_cannot_pass_on_one_lucky_launch() ->
     quiet = [Verdict(c, "c1", "output_throughput", 1.0, bound, "unresolved", launches=_draw(rng, 5, 0.005),
                      stat={"cv": 0.005}) for c in ("tp8", "ep8")]
     assert against_the_night([v, *quiet])[0] is v  # a night as quiet as the reference changes nothing
+
+
+def test_an_ab_line_gives_each_threshold_once_on_the_rules_own_interval() -> None:
+    # On the H200 an A/B line read "rules out only a drop beyond 2.9% (tolerance 5%) ...; tolerance 2%" under a
+    # table column "95% CI" while SAME is decided on a 98% CI, and an UNKNOWN read as if inside the tolerance.
+    from pytest_glm5.judge.decide import Look, ab
+    from pytest_glm5.report.terminal import verdict_table
+
+    look = Look(alpha=0.01, look=1, looks=2, effect=0.05)
+    v = ab("tp8", "c1", "output_throughput", [100.0, 104.0, 97.0, 101.0], [95.0, 99.0, 92.0, 97.0], ("base", "slow"),
+           [95.0, 99.0, 92.0, 97.0], look)
+    assert v.verdict == "unresolved" and v.stat["answer"] == "UNKNOWN"
+    line = v.line()
+    # Two thresholds, each with one value wherever it is named: SAME's margin and DIFFERENT's tolerance.
+    assert set(re.findall(r"\+-(\d+)%", line)) == {"5"} and re.findall(r"beyond (\d+)%", line) == ["2"], line
+    assert line.count("CV ") == 1 and "98% CI" in line
+    assert "SAME if the 98% CI lies inside +-5%, DIFFERENT if p < " in line
+    lo, hi = v.stat["ci"]
+    assert f"not SAME (the 98% CI {lo * 100:+.1f}%..{hi * 100:+.1f}% is not inside +-5%)" in line
+    assert "not DIFFERENT (" in line and "per-arm launch" in line
+    assert lo < -0.05  # the interval it shows is the one that keeps it from SAME
+    assert "change (98% CI)" in verdict_table([v])[1]

@@ -102,8 +102,8 @@ def to_resolve(cv: float, tolerance: float, n_ref: int | None) -> int | None:
 
 
 def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> str:
-    """What this run could see, and what resolving the series would take: advice a night can follow, or the honest
-    word that it cannot."""
+    """What this run could see, and what resolving the series would take: advice a night can follow (one count:
+    the launches still to add), or the honest word that it cannot."""
     plural = "es" if c.n_new != 1 else ""
     if not c.testable:
         return f"{c.n_new} launch{plural} and no spread to test with: nothing ruled out; add launches"
@@ -114,11 +114,30 @@ def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> s
     if n is None:
         return f"CV {c.cv * 100:.1f}%: {could}; the {c.n_ref} reference launches cannot resolve " \
                f"{tolerance * 100:g}% at any count: record more (--update-baselines --glm5-launches 5)"
-    side = "launches per arm" if n_ref is None else "new launches"
+    return f"CV {c.cv * 100:.1f}%: {could}; {_more(n, c.n_new, tolerance, 'new')}"
+
+
+def _more(n: int, have: int, tolerance: float, side: str) -> str:
+    """`about 4 more launches would resolve it (80% power)`: the one launch count an unresolved line gives."""
+    more = n - have
     if n > AFFORDABLE_LAUNCHES:
-        return f"CV {c.cv * 100:.1f}%: {could}; resolving {tolerance * 100:g}% would take about {n} {side}, more " \
-               f"than a night affords: lower the launch-to-launch spread or judge a wider tolerance"
-    return f"CV {c.cv * 100:.1f}%: {could}; about {n} {side} would resolve it (80% power; --glm5-max-repeats)"
+        return f"resolving {tolerance * 100:g}% would take about {more} more {side} launches, more than a night " \
+               f"affords: lower the launch-to-launch spread or judge a wider tolerance"
+    if more <= 0:
+        return "another launch may resolve it (it has the launches that resolve such a series 4 times in 5)"
+    return f"about {more} more {side} launch{'es' if more != 1 else ''} would resolve it (80% power)"
+
+
+def to_add(note: str | None) -> int | None:
+    """The launches an unresolved line says to add (`about 4 more new launches`; `another launch`: 1), for pricing."""
+    text = note or ""
+    if "another launch may resolve it" in text:
+        return 1
+    marker = " more new launch"
+    if marker not in text or "more than a night affords" in text:
+        return None
+    word = text.split(marker)[0].rsplit(" ", 1)[-1]
+    return int(word) if word.isdigit() else None
 
 
 def against_reference(config: str, scenario: str, metric: str, samples: list[float], launches: list[float],
@@ -157,7 +176,8 @@ def _a(alpha: float) -> str:
 def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], names: tuple[str, str],
        samples_b: list[float], look: Look, tolerance: float = AB_TOLERANCE) -> Verdict:
     """Build B against build A: SAME / DIFFERENT / UNKNOWN; DIFFERENT and worse beyond the tolerance is a
-    regression, UNKNOWN is unresolved."""
+    regression, UNKNOWN is unresolved. Its line names both of the rule's thresholds once each (SAME's margin on its
+    own CI level, DIFFERENT's tolerance at the look's alpha) and the interval it shows is the one SAME is decided on."""
     c = compare(b, a, higher_is_better(metric))
     answer = ab_decision(c, tolerance, look.level, look.effect, look.alpha)
     spread = summarize_repeats(samples_b)
@@ -165,18 +185,36 @@ def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], 
     direction = ""
     if answer == "DIFFERENT":
         direction = "/worse" if c.gain < 0 else "/better"
+    level = 1 - 2 * look.alpha  # SAME: two one-sided tests at the run's alpha
+    lo, hi = c.change_bounds(level) if c.testable else (c.change, c.change)
     v = Verdict(config, scenario, metric, measured, None, "pass", spread, samples_b, launches=list(b))
-    v.stat = _stat(c, f"build {names[0]} ({len(a)} launches)", f"{names[1]} vs {names[0]}, t-test at alpha "
-                   f"{_a(look.level)}, look {look.look} of {look.looks}, SAME = {100 - 200 * look.alpha:g}% CI "
-                   f"inside +-{look.effect * 100:g}%", tolerance, look, None, answer=answer + direction,
-                   build_a=names[0], build_b=names[1], launches_a=list(a))
+    rule = (f"{names[1]} vs {names[0]}, look {look.look} of {look.looks}: SAME if the {level * 100:g}% CI lies inside "
+            f"+-{look.effect * 100:g}%, DIFFERENT if p < {_a(look.level)} and the change is beyond "
+            f"{tolerance * 100:g}%")
+    v.stat = _stat(c, f"build {names[0]} ({len(a)} launches)", rule, tolerance, look, None, answer=answer + direction,
+                   build_a=names[0], build_b=names[1], launches_a=list(a), ci_level=level, margin=look.effect)
+    v.stat["ci"] = [lo, hi]
+    v.stat["describe"] = c.describe(level) if c.testable else c.describe()
     if answer == "DIFFERENT":
         beyond = abs(c.gain) > tolerance
         v.verdict = ("regression" if c.gain < 0 else "improvement") if beyond else "pass"
     elif answer == "UNKNOWN":
         v.verdict = UNRESOLVED
-        v.note = _needed(c, look, None, look.effect)
+        v.note = _unknown(c, look, tolerance, level, (lo, hi))
     return v
+
+
+def _unknown(c: Comparison, look: Look, tolerance: float, level: float, ci: tuple[float, float]) -> str:
+    """Why an A/B series is neither SAME nor DIFFERENT, on the rule's own interval, and what would decide it."""
+    if not c.testable:
+        return f"{c.n_new} launches per arm and no spread to test with: nothing ruled out; add launches"
+    p = c.p_worse if c.gain < 0 else c.p_better
+    why_not = (f"p {p:.2g} is not below {_a(look.level)}" if abs(c.gain) > tolerance else
+               f"the change is within the {tolerance * 100:g}% tolerance")
+    n = launches_needed(c.cv, look.effect, look.alpha, None, power=0.8)
+    return (f"not SAME (the {level * 100:g}% CI {ci[0] * 100:+.1f}%..{ci[1] * 100:+.1f}% is not "
+            f"inside +-{look.effect * 100:g}%) and not DIFFERENT ({why_not}); "
+            f"{_more(n or AFFORDABLE_LAUNCHES + 1, c.n_new, look.effect, 'per-arm')}")
 
 
 def against_config(config: str, scenario: str, metric: str, new: list[float], ref: list[float], ref_name: str,

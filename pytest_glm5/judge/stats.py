@@ -52,11 +52,18 @@ class Comparison:
         lo, hi = _interval(self, confidence)
         return (lo, hi) if self.higher_is_better else (-hi, -lo)
 
-    def describe(self) -> str:
-        """`-5.2% [-6.8%, -3.6%], p 0.00044, CV 0.7%, 2 vs 4 launches`."""
+    def change_bounds(self, confidence: float) -> tuple[float, float]:
+        """Two-sided `confidence` interval of `change` (the raw direction)."""
+        return _interval(self, confidence)
+
+    def describe(self, confidence: float = 0.95) -> str:
+        """`-5.2% [-6.8%, -3.6%], p 0.00044, CV 0.7%, 2 vs 4 launches`; at another confidence than 95% the interval
+        says its own (`[-7.1%, -3.3%] 98% CI`)."""
         p = min(self.p_worse, self.p_better)
         ptxt = "p n/a (one launch each: no spread)" if math.isnan(p) else f"p {_p(p)}"
-        return (f"{self.change * 100:+.1f}% [{self.ci_low * 100:+.1f}%, {self.ci_high * 100:+.1f}%], {ptxt}, "
+        lo, hi = (self.ci_low, self.ci_high) if confidence == 0.95 else self.change_bounds(confidence)
+        level = "" if confidence == 0.95 else f" {confidence * 100:g}% CI"
+        return (f"{self.change * 100:+.1f}% [{lo * 100:+.1f}%, {hi * 100:+.1f}%]{level}, {ptxt}, "
                 f"CV {self.cv * 100:.1f}%, {self.n_new} vs {self.n_ref} launches")
 
 

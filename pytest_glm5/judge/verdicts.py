@@ -62,6 +62,8 @@ class Test(TypedDict, total=False):
     build_b: str
     launches_a: list[float]
     compare_to: str
+    ci_level: float  # the confidence of `ci` where it is not 95% (an A/B shows the CI SAME is decided on)
+    margin: float  # A/B: SAME's equivalence margin (+-), apart from the tolerance DIFFERENT needs
 
 
 @dataclass(frozen=True)
@@ -148,8 +150,9 @@ class Verdict:
         if self.stat:
             st = self.stat
             tail = f": {self.note}" if self.note else ""
-            tol = f"tolerance {st['tolerance'] * 100:.3g}%"
-            return f"{head} vs {st['against']}: {st['describe']} ({st['test']}; {tol}): " \
+            # An A/B rule names its margin and its tolerance itself; a tolerance said again would be a second number.
+            tol = "" if "margin" in st else f"; tolerance {st['tolerance'] * 100:.3g}%"
+            return f"{head} vs {st['against']}: {st['describe']} ({st['test']}{tol}): " \
                    f"{st.get('answer') or self.verdict}{tail}"
         if self.bound is None:
             return f"{head} (new: no baseline yet)"

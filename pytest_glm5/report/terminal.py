@@ -96,7 +96,8 @@ def _pct(x: float) -> str:
 
 
 def change_cell(v: Verdict) -> str:
-    """The change of the value itself (+ = higher), with its 95% CI where a test was made: `-2.8% (-7.8..+2.5)`."""
+    """The change of the value itself (+ = higher), with its CI where a test was made: `-2.8% (-7.8..+2.5)` (the
+    table's header names the level)."""
     if v.stat and "change" in v.stat:
         ci = v.stat.get("ci")
         if ci:
@@ -110,7 +111,9 @@ def change_cell(v: Verdict) -> str:
 def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
     """config, scenario, metric, measured, bound (>= a floor, <= a ceiling), change [95% CI], verdict, target: aligned
     columns of at most 120 characters; the tests behind each (p, CV, looks, spread) are in the report files."""
-    head = ["config", "scenario", "metric", "measured", "bound", "change (95% CI)", "verdict"]
+    levels = sorted({float(v.stat.get("ci_level", 0.95)) for v in verdicts if v.stat and v.stat.get("ci")})
+    head = ["config", "scenario", "metric", "measured", "bound",
+            f"change ({'/'.join(f'{x * 100:g}%' for x in levels) or '95%'} CI)", "verdict"]
     targets = any(v.target is not None for v in verdicts)
     if targets:
         head.append("target")
