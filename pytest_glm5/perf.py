@@ -6,7 +6,7 @@ its warner: this module is usable from any harness and from the CLI.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -306,14 +306,17 @@ class Perf:
                     prov: Provenance) -> Checked:
         return self.run_state.gate.judge(self.config, scenario, rs, metrics, prov, look)
 
-    def check_value(self, scenario: str, metric: str, samples: list[float]) -> Checked:
+    def check_value(self, scenario: str, metric: str, samples: list[float],
+                    inputs: Sequence[tuple[str, str]] = ()) -> Checked:
         """Hold a derived metric (e.g. scaling_2x) against its bound (not judged in an A/B run: its parts mix
-        builds)."""
+        builds). `inputs`: the (scenario, metric) series it is computed from; where one was not judged (client- or
+        emulator-bound), neither is this."""
         gate = self.run_state.gate
         if gate.statistics.ab:
             return Checked([], [])
         launch = f"derived:{self.server.pid}"
-        checked = self._judged(lambda prov: gate.judge_values(self.config, scenario, metric, samples, prov, launch))
+        checked = self._judged(lambda prov: gate.judge_values(self.config, scenario, metric, samples, prov, launch,
+                                                              inputs))
         gate.record(self.config, scenario, [], checked)
         if checked.failures:
             self.fail("\n".join(checked.failures))

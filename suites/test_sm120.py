@@ -36,7 +36,8 @@ def test_dual_stream(glm5_config: str, perf) -> None:  # type: ignore[no-untyped
     single = perf.results_of("single-stream") or perf.run(
         "single-stream", concurrency=1, num_prompts=4, warmup=1, input_len=INPUT_LEN, output_len=OUTPUT_LEN)
     base = statistics.median(r.metrics["output_throughput"] for r in single)
-    perf.check_value("dual-stream", "scaling_2x", [r.metrics["output_throughput"] / base for r in dual])
+    perf.check_value("dual-stream", "scaling_2x", [r.metrics["output_throughput"] / base for r in dual],
+                     inputs=[("dual-stream", "output_throughput"), ("single-stream", "output_throughput")])
 
 
 def test_sweep(glm5_config: str, perf, concurrency: int) -> None:  # type: ignore[no-untyped-def]

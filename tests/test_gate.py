@@ -295,3 +295,33 @@ def test_a_percentile_needs_the_requests_it_is_taken_over(pytester: pytest.Pytes
     lo, hi = verdicts["median_ttft_ms"]["spread"]["order_ci95"]
     assert lo <= verdicts["median_ttft_ms"]["measured"] <= hi and verdicts["median_ttft_ms"]["spread"]["requests"] == 12
     said_lines(result, ["not judged, a percentile from fewer requests than it needs (1):", "  t c1: p99_ttft_ms"])
+
+
+def test_a_derived_metric_is_judged_only_where_its_inputs_were(tmp_path: Path) -> None:
+    # Beside two busy loops a rehearsal failed on tp8-graphs dual-stream scaling_2x -11.0% (samples 1.846 and 1.455)
+    # against a provisional floor recorded from one launch with a 3% tolerance, while the dual-stream throughput it
+    # is derived from was emulator-bound and not judged.
+    from pytest_glm5.judge.gate import PerfGate
+    from pytest_glm5.judge.provenance import Provenance
+    from pytest_glm5.judge.verdicts import Verdict
+
+    (tmp_path / "hw").mkdir()
+    (tmp_path / "hw" / "m.toml").write_text(
+        "[defaults]\ntolerance = 0.05\n"
+        "[tp8.dual-stream.scaling_2x]\nfloor = 1.854\ntolerance = 0.03\ntolerance_why = 'hand-set'\n")
+    prov = Provenance("hw", "/models/m", "c0", "sim", "h")
+    gate = PerfGate(tmp_path)
+    bound_by_emulator = Verdict("tp8", "dual-stream", "output_throughput", 19.0, None, "emulator-bound")
+    gate.verdicts.append(bound_by_emulator)
+    inputs = [("dual-stream", "output_throughput"), ("single-stream", "output_throughput")]
+    skipped = gate.judge_values("tp8", "dual-stream", "scaling_2x", [1.846, 1.455], prov, "l1", inputs)
+    [v] = skipped.verdicts
+    assert v.verdict == "emulator-bound" and not skipped.failures
+    assert v.note == "derived from dual-stream output_throughput, which was emulator-bound: not judged either"
+    # Its inputs judged: a provisional bound is held to the file's default 5%, not the entry's 3%: -4% passes.
+    bound_by_emulator.verdict = "pass"
+    [ok] = gate.judge_values("tp8", "dual-stream", "scaling_2x", [1.78, 1.78], prov, "l1", inputs).verdicts
+    assert ok.verdict == "pass" and ok.bound is not None and ok.bound.tolerance == 0.05
+    assert "provisional: recorded from 1 launch" in ok.line()
+    [low] = gate.judge_values("tp8", "dual-stream", "scaling_2x", [1.70, 1.70], prov, "l1", inputs).verdicts
+    assert low.verdict == "regression"  # -8.3%: beyond the default tolerance too

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..loadgen import BenchResult, Workload
@@ -23,7 +23,7 @@ from .baselines import BaselineError, BaselineStore, baseline_path, judge, model
 from .decide import Look, per_launch
 from .provenance import Provenance
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
-from .verdicts import NOT_JUDGED, WORKLOAD_CHANGED, WORKLOAD_KEYS, Kind, Verdict
+from .verdicts import NOT_JUDGED, WORKLOAD_CHANGED, WORKLOAD_KEYS, Kind, Test, Verdict
 
 
 def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
@@ -242,11 +242,28 @@ class PerfGate:
         return checked
 
     def judge_values(self, config: str, scenario: str, metric: str, samples: Sequence[float],
-                     provenance: Provenance, launch: str = "0") -> Checked:
-        """A derived metric (e.g. scaling_2x), all from one launch."""
+                     provenance: Provenance, launch: str = "0", inputs: Sequence[tuple[str, str]] = ()) -> Checked:
+        """A derived metric (e.g. scaling_2x), all from one launch. It is judged only where every input it comes from
+        (`inputs`: scenario and metric of this config) was judged: a ratio of a figure the emulator or the client
+        set is that figure's, not the server's."""
         path, store = self.store(provenance.hardware, provenance.model)
-        return self._judge(config, scenario, {metric: list(samples)}, [launch] * len(samples), [""] * len(samples),
-                           store, path, provenance, self.look(1), None)
+        checked = self._judge(config, scenario, {metric: list(samples)}, [launch] * len(samples),
+                              [""] * len(samples), store, path, provenance, self.look(1), None)
+        unjudged = [u for sc, m in inputs if (u := self.latest(config, sc, m)) is not None and u.verdict in NOT_JUDGED]
+        for v in checked.verdicts:
+            if unjudged and v.verdict in JUDGED:
+                u = unjudged[0]
+                v.verdict = u.verdict
+                v.note = f"derived from {u.scenario} {u.metric}, which was {u.verdict}: not judged either"
+                v.stat = Test()
+        if unjudged:
+            checked.failures = [f for f in checked.failures if f" {metric} " not in f]
+        return checked
+
+    def latest(self, config: str, scenario: str, metric: str) -> Verdict | None:
+        """The newest verdict this run made of one series (None: not measured yet)."""
+        return next((v for v in reversed(self.verdicts)
+                     if (v.config, v.scenario, v.metric) == (config, scenario, metric)), None)
 
     def _judge(self, config: str, scenario: str, values: dict[str, list[float]], labels: list[str],
                arms: list[str], store: BaselineStore, path: Path, provenance: Provenance, look: Look,
@@ -270,6 +287,10 @@ class PerfGate:
                 if v.verdict != WORKLOAD_CHANGED:
                     v.verdict, v.note = decide.EMULATOR_BOUND, behind
             elif bound is None or bound.provisional:
+                if bound is not None and bound.tolerance < store.default_tolerance():
+                    # One launch says little about the next (5-10% between launches): a provisional bound is held to
+                    # its file's default tolerance, never to a tighter per-entry one, until a reference is recorded.
+                    bound = replace(bound, tolerance=store.default_tolerance())
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
                 v.launches = per_launch(samples, labels)
             else:
