@@ -217,16 +217,19 @@ def _compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
-    """Run `glm5 compare`; exit 1 on a regression, 2 on bad input."""
+    """Run `glm5 compare`; its last line is the outcome (as a run's): exit 1 on a regression, 2 on bad input."""
     from .judge.compare import CompareError, compare_reports
+    from .report.outcome import Facts, decide
 
     try:
-        outcome = compare_reports(ns.base, ns.head, ns.alpha, ns.effect, ns.tolerance, ns.mixed)
+        compared = compare_reports(ns.base, ns.head, ns.alpha, ns.effect, ns.tolerance, ns.mixed)
     except CompareError as exc:
         print(f"glm5 compare: error: {exc}", file=sys.stderr)
         return 2
-    print("\n".join(outcome.lines))
-    return 1 if outcome.regressed else 0
+    outcome = decide(Facts(verdicts=compared.verdicts,
+                           regressed=[v for v in compared.verdicts if v.verdict == "regression"]))
+    print("\n".join([*compared.lines, outcome.line]))
+    return 1 if outcome.failed else 0
 
 
 def _history_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

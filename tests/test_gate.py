@@ -325,3 +325,45 @@ def test_a_derived_metric_is_judged_only_where_its_inputs_were(tmp_path: Path) -
     assert "provisional: recorded from 1 launch" in ok.line()
     [low] = gate.judge_values("tp8", "dual-stream", "scaling_2x", [1.70, 1.70], prov, "l1", inputs).verdicts
     assert low.verdict == "regression"  # -8.3%: beyond the default tolerance too
+
+
+@pytest.mark.slow
+def test_glm5_compare_finds_a_drop_between_two_ordinary_nightly_reports(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    # Two nightly reports of one launch each, a 10% slowdown between them: compare found 1 of 4 drops that the
+    # nightly itself found 4 of 4, printed no outcome line, and judged values the nightly had called client-bound.
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(TWO_SCENARIOS)
+    noise = ("--glm5-sim-noise", "0.02")
+    assert pytester.runpytest("--update-baselines", "--glm5-launches", "6", *noise).ret == 0
+    assert pytester.runpytest("--glm5-report", "a.json", "--glm5-max-repeats", "1", *noise).ret == 0
+    pytester.runpytest("--glm5-report", "b.json", "--glm5-max-repeats", "1", "--glm5-sim-slowdown", "0.9", *noise)
+    a, b = pytester.path / "a.json", pytester.path / "b.json"
+    assert all(len(v["launches"]) == 1 for v in json.loads(b.read_text())["verdicts"])
+    capsys.readouterr()
+    assert glm5(["compare", str(a), str(b)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("REGRESSION t c") for line in out) == 2, out
+    assert out[-1].startswith("FAILED: 2 regressions (t c1 output_throughput"), out[-1]
+    # What the head run did not judge is not judged here either.
+    doc = json.loads(b.read_text())
+    doc["verdicts"][0]["verdict"] = "client-bound"
+    (pytester.path / "c.json").write_text(json.dumps(doc))
+    assert glm5(["compare", str(a), str(pytester.path / "c.json")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("REGRESSION") for line in out) == 1
+    assert any(line.startswith("not judged, as the run that measured them did not judge them: 1 (e.g. t c1 "
+                               "output_throughput: client-bound in c.json)") for line in out), out
+    # Without references and with one launch each, it says what would let it decide.
+    for v in doc["verdicts"]:
+        v["bound"], v["verdict"] = None, "new"
+    (pytester.path / "d.json").write_text(json.dumps(doc))
+    bare = json.loads(a.read_text())
+    for v in bare["verdicts"]:
+        v["bound"] = None
+    (pytester.path / "e.json").write_text(json.dumps(bare))
+    assert glm5(["compare", str(pytester.path / "e.json"), str(pytester.path / "d.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any("cannot decide 2 series: one launch each and no reference launches in either report" in line
+               and "--glm5-launches 3" in line for line in out), out
+    assert out[-1].startswith("PASSED: no regression; 2 series: 0 decided, 2 not (2 unresolved)"), out[-1]

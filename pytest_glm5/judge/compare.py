@@ -1,19 +1,23 @@
 """`glm5 compare BASE.json HEAD.json`: two --glm5-report files made elsewhere, judged as the A/B gate judges
 (HEAD against BASE per series, SAME / DIFFERENT / UNKNOWN, Benjamini-Hochberg over the series).
 
-Each series needs launch-level values in both reports (`launches` of a verdict: run with --glm5-launches N, or
-the arms of an A/B run); with one launch a side there is no spread to test with, and the answer says so.
+Each series uses launch-level values from both reports (`launches` of a verdict). Where a side has one launch, the
+between-launch spread comes from the reference launches each report was judged against (`bound.launches`), as
+the nightly does; with neither there is no spread to test with, and the last lines say what would give one. What a
+run did not judge (client-bound, emulator-bound, too few requests) is not judged here either: its values were the
+client's or the host's, not the server's.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .decide import AB_TOLERANCE, Look, ab, family
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
-from .verdicts import ReportError, read_report, same_machines
+from .verdicts import NOT_JUDGED, ReportError, Verdict, read_report, same_machines
 
 Series = tuple[str, str, str]
 
@@ -24,26 +28,37 @@ class CompareError(Exception):
 
 @dataclass
 class Outcome:
-    """The lines to print and whether HEAD regressed."""
+    """The lines to print, the verdicts (HEAD against BASE, after the family decision) and whether HEAD regressed."""
 
     lines: list[str]
     regressed: bool
     compared: int
+    verdicts: list[Verdict]
 
 
-def launch_values(path: Path, doc: dict[str, Any]) -> dict[Series, list[float]]:
+@dataclass(frozen=True)
+class Side:
+    """One report's view of a series: its launch values, its reference's launches and what the run called it."""
+
+    values: list[float]
+    reference: list[float]
+    verdict: str
+
+
+def launch_values(path: Path, doc: dict[str, Any]) -> dict[Series, Side]:
     """Launch values per (config, scenario, metric) of a run document; CompareError when one is not a number."""
-    out: dict[Series, list[float]] = {}
+    out: dict[Series, Side] = {}
     for i, v in enumerate(doc["verdicts"]):
         try:
             key = (str(v["config"]), str(v["scenario"]), str(v["metric"]))
             values = v.get("launches") or [v["measured"]]
             floats = [float(x) for x in values]
+            reference = [float(x) for x in (v.get("bound") or {}).get("launches") or []]
         except (KeyError, TypeError, ValueError):
             raise CompareError(f"{path}: verdict {i} lacks config, scenario, metric or numeric values") from None
-        if any(not x > 0 for x in floats):
+        if any(not x > 0 for x in [*floats, *reference]):
             raise CompareError(f"{path}: verdict {i} ({' '.join(key)}) has a value <= 0")
-        out[key] = floats
+        out[key] = Side(floats, reference, str(v.get("verdict", "")))
     return out
 
 
@@ -60,11 +75,15 @@ def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect
     except ReportError as exc:
         raise CompareError(f"{exc}; pass --mixed to compare anyway") from None
     a, b = launch_values(base, docs[0]), launch_values(head, docs[1])
-    common = [k for k in a if k in b]
-    if not common:
+    both = [k for k in a if k in b]
+    if not both:
         raise CompareError(f"{base} and {head} share no (config, scenario, metric) series")
+    unjudged = {k: (name, side.verdict) for k in both for name, side in ((base.name, a[k]), (head.name, b[k]))
+                if side.verdict in NOT_JUDGED}
+    common = [k for k in both if k not in unjudged]
     look = Look(alpha, 1, 1, effect)
-    alone = [ab(*k, a[k], b[k], ("base", "head"), b[k], look, tolerance) for k in common]
+    alone = [ab(*k, a[k].values, b[k].values, ("base", "head"), b[k].values, look, tolerance,
+                prior=[r for r in (a[k].reference, b[k].reference) if len(r) >= 2]) for k in common]
     verdicts = family(alone, alpha).verdicts  # what Benjamini-Hochberg does not confirm reads UNKNOWN, as in --glm5-ab
     lines = [f"{base.name} -> {head.name}: {len(common)} series, alpha {alpha:g} (Benjamini-Hochberg), tolerance "
              f"{tolerance * 100:g}%, SAME rules out {effect * 100:g}%"]
@@ -75,7 +94,16 @@ def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect
         regressed = regressed or bad
         lines.append(f"{'REGRESSION ' if bad else ''}{v.config} {v.scenario} {v.metric}: {answer}: "
                      f"{v.stat['describe']}")
+    if unjudged:
+        first = next(iter(unjudged.items()))
+        lines.append(f"not judged, as the run that measured them did not judge them: {len(unjudged)} (e.g. "
+                     f"{' '.join(first[0])}: {first[1][1]} in {first[1][0]})")
     missing = sorted(set(a) ^ set(b))
     if missing:
         lines.append(f"in one report only, not compared: {len(missing)} (e.g. {' '.join(missing[0])})")
-    return Outcome(lines, regressed, len(common))
+    blind = [v for v in verdicts if math.isnan(float(v.stat.get("p_worse", 0.0)))]
+    if blind:
+        lines.append(f"cannot decide {len(blind)} series: one launch each and no reference launches in either report "
+                     "to estimate the spread with; run the nights with --glm5-launches 3 (or record references with "
+                     "--update-baselines --glm5-launches 5)")
+    return Outcome(lines, regressed, len(common), verdicts)

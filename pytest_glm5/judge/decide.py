@@ -174,11 +174,13 @@ def _a(alpha: float) -> str:
 
 
 def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], names: tuple[str, str],
-       samples_b: list[float], look: Look, tolerance: float = AB_TOLERANCE) -> Verdict:
+       samples_b: list[float], look: Look, tolerance: float = AB_TOLERANCE,
+       prior: Sequence[Sequence[float]] = ()) -> Verdict:
     """Build B against build A: SAME / DIFFERENT / UNKNOWN; DIFFERENT and worse beyond the tolerance is a
     regression, UNKNOWN is unresolved. Its line names both of the rule's thresholds once each (SAME's margin on its
-    own CI level, DIFFERENT's tolerance at the look's alpha) and the interval it shows is the one SAME is decided on."""
-    c = compare(b, a, higher_is_better(metric))
+    own CI level, DIFFERENT's tolerance at the look's alpha) and the interval it shows is the one SAME is decided on.
+    `prior`: other launch groups of the same spread (recorded references) where a side has one launch."""
+    c = compare(b, a, higher_is_better(metric), prior=prior)
     answer = ab_decision(c, tolerance, look.level, look.effect, look.alpha)
     spread = summarize_repeats(samples_b)
     measured = float(spread.pop("median"))
