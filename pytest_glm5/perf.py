@@ -83,6 +83,7 @@ class PerfContext:
     pending: dict[str, dict[str, Pending]] = field(default_factory=dict)  # config -> scenario -> its series
     budget: Callable[[str, float], str | None] = lambda config, cost_s: None  # why a round of cost_s may not run
     recording: bool = False  # --update-baselines: rounds until each reference can resolve its tolerance
+    said: list[str] = field(default_factory=list)  # lines for the run's summary (rounds not spent, and why)
 
     def server(self, config: ServerConfig, build: str, fresh: bool) -> ServerHandle:
         """This config's server on this build; `fresh`: a new launch."""
@@ -295,7 +296,14 @@ class Perf:
         if checked.failures:
             self.fail("\n".join(checked.failures))
         plan = self.plans.get(scenario)
-        wants_rounds = checked.undecided or self.run_state.launches > 1 or ab or self.run_state.recording
+        run = self.run_state
+        wants_rounds = checked.undecided or run.launches > 1 or ab or run.recording
+        if wants_rounds and run.recording and run.launches <= 1 and not ab and gate.reference_full(
+                self.config, scenario, metrics, run.provenance(self.server), RECORDING_CAP):
+            # Recording: no launch of this run can record a larger reference, so none is spent on it.
+            wants_rounds = False
+            run.said.append(f"{self.config} {scenario}: no rounds: its references already hold {RECORDING_CAP} "
+                            "launches (the cap), so another launch tonight cannot change what is recorded")
         if plan is not None and wants_rounds and not self.run_state.pool.settings.external_url:
             took = sum(r.metrics.get("duration", 0.0) for r in rs)
             self.run_state.pending.setdefault(self.config, {})[scenario] = Pending(plan, metrics, list(rs),

@@ -34,6 +34,7 @@ from .report.outputs import Outputs, Written, write_all
 from .report.terminal import (
     TerminalProgress,
     campaign_lines,
+    recording_lines,
     result_notes,
     summary_lines,
     target_lines,
@@ -157,6 +158,7 @@ class Glm5Session:
         self.not_run: dict[str, str] = {}  # config -> why it was not run (--glm5-budget)
         self.unfinished: list[str] = []  # tests a dead xdist worker never finished
         self.outcome: Outcome | None = None
+        self.costs_written: dict[str, str] = {}  # config -> the launch cost --update-baselines recorded
 
     # --- what the run is made of ---------------------------------------------------------------------------------
 
@@ -790,14 +792,22 @@ class Glm5Session:
             measure = max(0.0, measured - loads[0]) / scale
             source = (f"rehearsal {today}: modeled load, measuring in model time" if modeled is not None else
                       f"measured {today} over {len(loads)} launches")
-            by_file.setdefault(found[0], {})[name] = {"load_s": round(load, 1), "measure_s": round(measure, 1),
-                                                      "tests": self.tests_run[name], "launches": len(loads),
-                                                      "source": source}
+            hardware = found[0].parent.name
+            by_file.setdefault(found[0], {})[name] = {
+                "load_s": round(load, 1), "measure_s": round(measure, 1), "tests": self.tests_run[name],
+                "launches": len(loads), "source": source,
+                # Like every entry: where the figure came from, so a reviewer can tell a box's cost from a guess.
+                "provenance": {"hardware": hardware, "commit": git_commit(self.settings.rootdir),
+                               "build": self.settings.build_name, "engine": cfg.engine if cfg is not None else ""}}
         for path, costs in by_file.items():
             try:
                 write_costs(path, costs)
             except (OSError, BaselineError) as exc:
                 self.errors.append(f"cannot record launch costs in {path}: {exc}")
+                continue
+            for name, cost in costs.items():
+                self.costs_written[name] = (f"load {cost['load_s']:,.0f} s, measuring {cost['measure_s']:,.0f} s over "
+                                            f"{cost['tests']} tests")
 
     def benchmarks(self) -> list[dict[str, Any]]:
         """This run's results as pytest-benchmark entries (for its --benchmark-json of a run with its own)."""
@@ -831,6 +841,10 @@ class Glm5Session:
                  for a in (self.written.analyses if self.written else [])}
         for line in wrapped([*target_lines(view.verdicts, drift), *campaign_lines(view.versus)]):
             tr.write_line(line, red=" REGRESSION" in line)
+        if s.update_baselines:
+            said = self.context.said if self.context is not None else []
+            for line in wrapped(recording_lines(view.verdicts, changes, self.costs_written, said)):
+                tr.write_line(line)
         for line in wrapped(result_notes(view.results)):
             tr.write_line(line, yellow=True)
         tel = telemetry_lines(view.results)

@@ -142,3 +142,34 @@ def test_unresolved_advice_is_priced_in_time_on_this_box(pytester: pytest.Pytest
         assert re.search(r"; about (\d+) more new launch(es)? would resolve it \(80% power\): [\d.]+ \w+ on this box",
                          v["note"]), v["note"]
         assert v["note"].count("launch") == 3 and v["note"].endswith("a launch, the plan's price)"), v["note"]
+
+
+@pytest.mark.slow
+def test_recording_ends_with_what_it_wrote_and_spends_no_round_that_cannot_change_it(
+        pytester: pytest.Pytester) -> None:
+    # A night without a win spent 20 rounds on two configs whose references already held 12 launches, recorded none
+    # of them, wrote [costs] without a commit in their provenance, and said nothing about what it wrote.
+    import tomlkit
+
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(TWO_SCENARIOS)
+    first = pytester.runpytest("--update-baselines", "--glm5-launches", "2")
+    assert first.ret == 0
+    said_lines(first, ["--update-baselines, per config (review with git diff baselines/):",
+                       "  t: wrote 2 (2 new); launch cost (load * s, measuring * s over 2 tests)"])
+    path = next((pytester.path / "baselines").rglob("*.toml"))
+    doc = tomlkit.parse(path.read_text())
+    provenance = doc["costs"]["t"]["provenance"]
+    assert provenance["commit"] and provenance["hardware"] == path.parent.name and provenance["build"] == "default"
+    for scenario in ("c1", "c2"):  # references at the recording cap (12 launches), spread 5%
+        entry = doc["t"][scenario]["output_throughput"]
+        floor = float(entry["floor"])
+        entry["launches"] = [round(floor * (1 + 0.05 * ((i % 5) - 2) / 2), 4) for i in range(12)]
+    path.write_text(tomlkit.dumps(doc))
+    again = pytester.runpytest("--update-baselines", "--glm5-report", "r.json")
+    assert again.ret == 0, again.stdout.str()
+    assert report(pytester, "r.json")["run"]["launches"]["t"]["launches"] == 1  # no round
+    said_lines(again, ["  t c1: no rounds: its references already hold 12 launches (the cap), so another launch "
+                       "tonight cannot change what is recorded",
+                       "  t c2: no rounds: *"])
+    said_lines(again, ["  t: wrote 0; launch cost (*); left 2 as they were (*)"])

@@ -59,7 +59,8 @@ ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
 DEFAULTS_KEYS = {"tolerance", "latency_slack_ms", "note", "source", "method"}
 COSTS = "costs"  # [costs.CONFIG]: what a launch of the config costs on this hardware (plan.py), not a config
 COST_KEYS: dict[str, type | tuple[type, ...]] = {"load_s": (int, float), "measure_s": (int, float), "tests": int,
-                                                 "launches": int, "source": str, "updated": (str, dt.date)}
+                                                 "launches": int, "source": str, "updated": (str, dt.date),
+                                                 "provenance": dict}
 RESERVED = ("defaults", COSTS)
 # Every number of a baselines file is finite and in its range: a `floor = nan` passed every value, a `floor = -5`
 # read as a -20354% change. The range per key, as (low, low included, high): a bound and a recorded value are

@@ -355,6 +355,16 @@ class PerfGate:
                 return True
         return False
 
+    def reference_full(self, config: str, scenario: str, metrics: Sequence[str] | None, provenance: Provenance,
+                       cap: int) -> bool:
+        """Recording: whether every metric of the scenario already has a reference of `cap` launches, so that no
+        round of this run can record a larger one (only an improvement could change it, and rounds are not spent
+        on hoping for one)."""
+        _, store = self.store(provenance.hardware, provenance.model)
+        names = list(metrics or []) or store.metrics_of(config, scenario)
+        bounds = [store.bound(config, scenario, m) for m in names]
+        return bool(names) and all(b is not None and len(b.launches) >= cap for b in bounds)
+
     def replace(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked,
                 test: str) -> None:
         """A round's verdicts of a scenario in place of the earlier ones (same metrics), keeping the test that

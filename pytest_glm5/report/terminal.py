@@ -243,6 +243,39 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     return out
 
 
+def recording_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], costs: Mapping[str, str],
+                    notes: Sequence[str] = ()) -> list[str]:
+    """What --update-baselines wrote and what it left, per config: `tp8: wrote 3 (2 new, 1 reference of 6
+    launches), launch cost (load 1,800 s, measuring 1,101 s over 7 tests); left 4 as they were (3 pass, 1
+    unresolved)`, then why rounds were not spent."""
+    written = {(c.config, c.scenario, c.metric) for c in changes}
+    configs = list(dict.fromkeys([*(v.config for v in verdicts), *(c.config for c in changes), *costs]))
+    if not configs:
+        return []
+    out = ["--update-baselines, per config (review with git diff baselines/):"]
+    for config in configs:
+        why: dict[str, int] = {}
+        for c in changes:
+            if c.config == config:
+                key = "reference" if c.why.startswith("reference of") else c.why
+                why[key] = why.get(key, 0) + 1
+        left: dict[str, int] = {}
+        for v in verdicts:
+            if v.config == config and (v.config, v.scenario, v.metric) not in written:
+                left[str(v.verdict)] = left.get(str(v.verdict), 0) + 1
+        parts = []
+        n = sum(why.values())
+        parts.append(f"wrote {n}" + (f" ({', '.join(f'{k} {w}' for w, k in why.items())})" if n else ""))
+        if config in costs:
+            parts.append(f"launch cost ({costs[config]})")
+        m = sum(left.values())
+        if m:
+            parts.append(f"left {m} as they were ({', '.join(f'{k} {w}' for w, k in left.items())})")
+        out.append(f"  {config}: {'; '.join(parts)}")
+    out += [f"  {note}" for note in notes]
+    return out
+
+
 def target_lines(verdicts: Sequence[Verdict], drift: dict[tuple[str, str, str], float | None] | None = None
                  ) -> list[str]:
     """Where the baselines set a target: today's value against the floor and the target, and the trend towards it
