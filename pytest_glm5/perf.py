@@ -190,7 +190,9 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
     ab = gate.statistics.ab
     planned = 4 if ab else run.launches
     looks = gate.look(1).looks  # nightly: new launches in all; A/B: ABBA blocks
-    cap = 4 * looks if ab else (max(looks, RECORDING_CAP) if run.recording else looks)
+    # Recording runs to RECORDING_CAP launches unless --glm5-max-repeats bounds it (a GPU check in 10 minutes).
+    explicit = gate.statistics.max_repeats is not None
+    cap = 4 * looks if ab else (max(looks, RECORDING_CAP) if run.recording and not explicit else looks)
     done = 1  # the launch the tests measured on
     while pend and done < max(planned, cap):
         cost = run.pool.load_estimate(config.name) + sum(p.measure_s for p in pend.values())

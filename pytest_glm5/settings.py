@@ -270,8 +270,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-effect", "the smallest change the gate must find: SAME rules it out, 'unresolved' says how many "
             "launches would find it (default 0.05)", 0.05, parse=parse_effect),
     Setting("glm5-max-repeats", "launches a series may get while its verdict is inconclusive, each a fresh server "
-            "launch, with alpha spending over the looks (default: 5 new launches; under --glm5-ab 8 per arm)",
-            parse=_launches),
+            "launch, with alpha spending over the looks (default: 5 new launches; under --glm5-ab 8 per arm); with "
+            "--update-baselines it also bounds recording (default: up to 12 launches)", parse=_launches),
     Setting("glm5-launches", "measure every scenario on N server launches (record a reference with "
             "--update-baselines --glm5-launches 5)", 1, parse=_launches),
     Setting("glm5-build", "run every config on this build of the configs file's [build.NAME] tables", ini=False),

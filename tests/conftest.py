@@ -37,11 +37,15 @@ def sim(sim_factory: Callable[..., Sim]) -> Sim:
 
 @pytest.fixture
 def wheel() -> str:
-    """The sglang 0.5.23 wheel bench_serving is read from (GLM5_SGLANG_WHEEL; scripts/test.sh downloads it). CI
-    (GLM5_REQUIRE_SGLANG_WHEEL) fails without it; elsewhere the test skips."""
+    """The sglang 0.5.23 wheel bench_serving is read from: GLM5_SGLANG_WHEEL, else the one scripts/test.sh downloaded
+    into .cache/sglang/ (so `pytest tests -m "not slow"` uses it too). CI (GLM5_REQUIRE_SGLANG_WHEEL) fails without
+    it; elsewhere the test skips."""
     path = os.environ.get("GLM5_SGLANG_WHEEL", "")
     if path and Path(path).is_file():
         return path
+    cached = sorted((Path(__file__).resolve().parents[1] / ".cache" / "sglang").glob("sglang-0.5.23-*.whl"))
+    if not path and cached:
+        return str(cached[0])
     why = (f"no sglang wheel (GLM5_SGLANG_WHEEL={path!r}); scripts/test.sh downloads it "
            "(pip download --no-deps sglang==0.5.23)")
     if os.environ.get("GLM5_REQUIRE_SGLANG_WHEEL"):

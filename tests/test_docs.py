@@ -7,6 +7,7 @@ exist and parse. A command of a kind this file does not know fails the test: add
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 import subprocess
@@ -100,3 +101,76 @@ def test_docstrings_quote_what_their_code_prints() -> None:
     for module in (plan, pricing, stats):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
+
+
+INLINE = re.compile(r"`((?:pytest|glm5|bash scripts/|python scripts/)[^`]*)`")
+
+
+def inline_commands() -> list[tuple[str, str]]:
+    """(where, command) for each whole command README.md names inline in its prose (`pytest -m sm120 ...`)."""
+    out = []
+    for n, line in enumerate((ROOT / "README.md").read_text(encoding="utf-8").splitlines(), 1):
+        # `glm5 sim` alone names a tool; a command has its arguments
+        out += [(f"README.md:{n}", m.group(1)) for m in INLINE.finditer(line)
+                if "..." not in m.group(1) and (not m.group(1).startswith("glm5") or len(m.group(1).split()) > 2)]
+    return out
+
+
+@pytest.mark.parametrize(("where", "command"), inline_commands(), ids=[w for w, _ in inline_commands()])
+@pytest.mark.slow
+def test_the_readmes_inline_commands_run(where: str, command: str, tmp_path: Path) -> None:
+    test_shown_command_runs(where, command, tmp_path)
+
+
+OUTPUT_OPTIONS = ("--glm5-report", "--glm5-html", "--glm5-markdown", "--junitxml", "--glm5-history", "--json",
+                  "--report", "--html", "--markdown", "--history")
+
+
+def test_what_the_docs_commands_write_is_ignored_by_git() -> None:
+    # A 53 KB .coverage was committed and the README's own examples left out.json, a.json, b.json untracked.
+    written = set()
+    for _, command in [*COMMANDS, *inline_commands()]:
+        words = shlex.split(command)
+        for opt, value in itertools.pairwise(words):
+            if opt in OUTPUT_OPTIONS and not value.startswith(("/", "$", '"$')):
+                written.add(value)
+            if opt == "--glm5-export":
+                written.add(value.split(":", 1)[1])
+    assert written, "no output path found: the rule reads nothing"
+    p = subprocess.run(["git", "check-ignore", "--no-index", *sorted(written)], cwd=ROOT, capture_output=True,
+                       text=True)
+    ignored = set(p.stdout.split())
+    assert sorted(written - ignored) == [], "add these to .gitignore"
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert not [f for f in tracked if f in (".coverage",) or f.endswith((".pyc", ".tmp"))]
+
+
+def test_the_readmes_plan_figures_are_the_plans() -> None:
+    # The README said "13 configs, 7 tests each" (allreduce-fusion has 5) and wrote the model path as a separate word.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [command] = [c for _, c in COMMANDS if "--glm5-plan" in c and "--glm5-budget 8h" in c and "hardware" in c]
+    p = subprocess.run([sys.executable, "-m", *shlex.split(command), "-p", "no:cacheprovider"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
+    line = next(x for x in p.stdout.splitlines() if "first launches" in x)
+    configs, hours_, fit = re.search(r"(\d+) configs: first launches ([\d.]+ h).*?(\d+) configs fit", line).groups()
+    tests = sum(int(x.split()[3]) for x in p.stdout.splitlines()
+                if x.startswith("glm5: plan: ") and len(x.split()) > 3 and x.split()[3].isdigit())
+    said = " ".join(readme.split())
+    assert f"It prices {configs} configs ({tests} tests) at a 30-minute load each: first launches {hours_}, so {fit} " \
+           "configs fit in 8 hours" in said
+
+
+def test_the_gpu_wheel_list_covers_the_packages_dependencies() -> None:
+    # httptools was missing from docs/gpu.md's list while the plugin imports it at load (plugin -> loadgen ->
+    # transport): the GPU check failed on the image.
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=;\[ ]", d, maxsplit=1)[0].strip().lower() for d in deps}
+    text = " ".join((ROOT / "docs" / "gpu.md").read_text(encoding="utf-8").split())
+    listed = set()
+    for head in ("wheels to carry:", "on the GPU image already:"):
+        part = text.split(head, 1)[1].split(" - ", 1)[0].split(" It ", 1)[0]
+        listed |= {w.strip(" .,").lower() for w in part.split(",")}
+    assert sorted(names - listed) == []
