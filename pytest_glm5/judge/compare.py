@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .decide import AB_TOLERANCE, Look, ab, family
-from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
+from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, launches_needed
 from .verdicts import NOT_JUDGED, ReportError, Verdict, read_report, same_machines
 
 Series = tuple[str, str, str]
@@ -92,8 +92,9 @@ def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect
         answer = str(v.stat["answer"])
         bad = v.verdict == "regression"
         regressed = regressed or bad
+        why = f": {v.note}" if answer == "UNKNOWN" and v.note else ""
         lines.append(f"{'REGRESSION ' if bad else ''}{v.config} {v.scenario} {v.metric}: {answer}: "
-                     f"{v.stat['describe']}")
+                     f"{v.stat['describe']}{why}")
     if unjudged:
         first = next(iter(unjudged.items()))
         lines.append(f"not judged, as the run that measured them did not judge them: {len(unjudged)} (e.g. "
@@ -102,6 +103,11 @@ def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect
     if missing:
         lines.append(f"in one report only, not compared: {len(missing)} (e.g. {' '.join(missing[0])})")
     blind = [v for v in verdicts if math.isnan(float(v.stat.get("p_worse", 0.0)))]
+    unknown = [v for v in verdicts if v.stat.get("answer") == "UNKNOWN" and v not in blind]
+    if unknown:
+        need = [launches_needed(float(v.stat["cv"]), effect, alpha, None, power=0.8) or 0 for v in unknown]
+        lines.append(f"cannot decide {len(unknown)} series on these launches; reports of nights run with "
+                     f"--glm5-launches {max(need)} would (80% power at the CV they show), or compare more nights")
     if blind:
         lines.append(f"cannot decide {len(blind)} series: one launch each and no reference launches in either report "
                      "to estimate the spread with; run the nights with --glm5-launches 3 (or record references with "

@@ -103,7 +103,7 @@ def to_resolve(cv: float, tolerance: float, n_ref: int | None) -> int | None:
 
 def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> str:
     """What this run could see, and what resolving the series would take: advice a night can follow (one count:
-    the launches still to add), or the honest word that it cannot."""
+    the launches still to add), or the honest word that it cannot. The CV is in the line's test already."""
     plural = "es" if c.n_new != 1 else ""
     if not c.testable:
         return f"{c.n_new} launch{plural} and no spread to test with: nothing ruled out; add launches"
@@ -112,9 +112,9 @@ def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> s
             f"(tolerance {tolerance * 100:g}%) and finds one of {finds * 100:.0f}% or more"
     n = to_resolve(c.cv, tolerance, n_ref)
     if n is None:
-        return f"CV {c.cv * 100:.1f}%: {could}; the {c.n_ref} reference launches cannot resolve " \
+        return f"{could}; the {c.n_ref} reference launches cannot resolve " \
                f"{tolerance * 100:g}% at any count: record more (--update-baselines --glm5-launches 5)"
-    return f"CV {c.cv * 100:.1f}%: {could}; {_more(n, c.n_new, tolerance, 'new')}"
+    return f"{could}; {_more(n, c.n_new, tolerance, 'new')}"
 
 
 def _more(n: int, have: int, tolerance: float, side: str) -> str:
