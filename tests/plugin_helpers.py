@@ -114,3 +114,24 @@ def test_c2(perf):
     perf.check(perf.run("c2", concurrency=2, num_prompts=4, input_len=8, output_len=24, warmup=1), "c2",
                ["output_throughput"])
 """
+
+
+OUTPUTS = ("--glm5-report", "report.json", "--glm5-markdown", "summary.md")
+
+
+def outcome_agrees(result: pytest.RunResult, where: Path) -> str:
+    """The outcome line, after checking that the exit status, the JSON report and the markdown summary say it too."""
+    text = result.stdout.str().splitlines()
+    starts = [i for i, line in enumerate(text) if line.startswith(("PASSED:", "FAILED:", "SKIPPED:"))]
+    assert len(starts) == 1, result.stdout.str()
+    line = text[starts[0]]
+    for more in text[starts[0] + 1:]:  # the summary wraps long lines with a hanging indent of four
+        if not more.startswith("    "):
+            break
+        line += " " + more.strip()
+    assert (result.ret != 0) == line.startswith("FAILED:"), (result.ret, line)
+    doc = json.loads((where / "report.json").read_text())
+    assert doc["outcome"]["line"] == line and doc["outcome"]["exit_status"] == (1 if result.ret else 0)
+    # markdown escapes what it would render (`[`, `*`): the text a reader sees is the line
+    assert (where / "summary.md").read_text().splitlines()[0].replace("\\", "") == f"## glm5: {line}"
+    return line

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from plugin_helpers import said_lines, servers_of, write_configs
+from plugin_helpers import OUTPUTS, outcome_agrees, said_lines, servers_of, write_configs
 
 POINT = """
 import pytest
@@ -111,13 +111,12 @@ def test_point(perf, cfg):
                ["output_throughput"])
 """)
     # No costs recorded: a test is priced at 2 minutes, so 3 minutes hold one config's launch, not two.
-    result = pytester.runpytest("--glm5-budget", "3m", "--glm5-report", "r.json", "--glm5-markdown", "s.md",
-                                "-p", "no:randomly")
+    result = pytester.runpytest("--glm5-budget", "3m", *OUTPUTS, "-p", "no:randomly")
     result.assert_outcomes(passed=1, skipped=1)
-    said_lines(result, ["configs not run (1):", "  b: budget 3 min: * (--glm5-budget)",
-                        "PASSED: no regression; NO BASELINES for a (nothing gated there); 1 config not run (b: "
-                        "budget 3 min*"])
-    doc = json.loads((pytester.path / "r.json").read_text())
-    assert list(doc["run"]["not_run"]) == ["b"] and "1 config not run (b" in doc["outcome"]["line"]
-    md = (pytester.path / "s.md").read_text()
+    said_lines(result, ["configs not run (1):", "  b: budget 3 min: * (--glm5-budget)"])
+    assert outcome_agrees(result, pytester.path).startswith(
+        "PASSED: no regression; NO BASELINES for a (nothing gated there); 1 config not run (b: budget 3 min")
+    doc = json.loads((pytester.path / "report.json").read_text())
+    assert list(doc["run"]["not_run"]) == ["b"]
+    md = (pytester.path / "summary.md").read_text()
     assert "### Not run (1)" in md and "- **b**: budget 3 min" in md
