@@ -125,3 +125,24 @@ def test_patch_gate_ab_step_runs_as_written(tmp_path: Path) -> None:
     [ab] = [p for name, p in ran.items() if name.startswith("A/B gate")]
     assert (tmp_path / "repo" / "ab.json").is_file(), ab.stdout[-2000:]
     assert "SAME" in ab.stdout or "UNKNOWN" in ab.stdout, ab.stdout[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.solo  # it reinstalls the project into the venv the other workers import it from
+def test_nightly_sh_fails_a_gpu_box_that_measured_nothing_and_passes_a_machine_without_gpus() -> None:
+    # A broken driver after an update made every night green with nothing measured (exit 0, "89 skipped").
+    venv = Path(sys.executable).parent.parent
+    subset = ["-k", "tp8 and single and not trtllm and not cutedsl and not decode4", "-p", "no:cacheprovider",
+              "-p", "no:randomly"]
+    env = {**os.environ, "GLM5_VENV": str(venv), "GLM5_NVML_MODULE": "no_such_nvml_module"}
+    env.pop("CI", None)
+    box = subprocess.run(["bash", "scripts/nightly.sh", *subset], cwd=ROOT, env={**env, "GLM5_EXPECT_GPUS": "1"},
+                         capture_output=True, text=True, timeout=600)
+    assert box.returncode == 1, box.stdout[-3000:] + box.stderr[-2000:]
+    assert "this box has NVIDIA GPUs: a run that measures nothing fails" in box.stdout
+    assert "FAILED: nothing measured: all " in box.stdout and "found no NVML" in box.stdout
+    laptop = subprocess.run(["bash", "scripts/nightly.sh", *subset], cwd=ROOT,
+                            env={**env, "GLM5_EXPECT_GPUS": "0"}, capture_output=True, text=True, timeout=600)
+    assert laptop.returncode == 0, laptop.stdout[-3000:] + laptop.stderr[-2000:]
+    assert "SKIPPED: nothing measured: all " in laptop.stdout
+    assert "nightly.sh: no NVIDIA GPU on this machine, so the real suite measured nothing" in laptop.stdout
