@@ -12,7 +12,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _PUBLIC = {
-    "BenchResult": "loadgen", "Workload": "loadgen", "run_workload": "loadgen", "BenchError": "loadgen",
+    "BenchResult": "load.types", "Workload": "load.types", "run_workload": "load.client", "BenchError": "load.types",
     "ServerConfig": "configs", "load_configs": "configs", "ConfigError": "configs",
     "ServerHandle": "servers.process", "ServerError": "servers.process", "launch": "servers.process",
     "stop": "servers.process",

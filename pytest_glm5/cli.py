@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .loadgen import PROTOCOLS, SAMPLINGS, BenchError, Workload, run_workload
+from .load.client import run_workload
+from .load.types import PROTOCOLS, SAMPLINGS, BenchError, Workload
 from .settings import parse_alpha, parse_duration, parse_effect, parse_fraction, parse_ratio, parse_url
 
 TABLE_COLUMNS = (
@@ -171,7 +172,7 @@ def _client(ns: argparse.Namespace) -> tuple[Callable[[Workload], Measured], str
             return Measured(r.metrics, r.errors, r.to_dict(details=ns.details))
 
         return ours, ""
-    from . import benchserving
+    from .load import benchserving
 
     source = benchserving.load(ns.sglang_wheel)
 

@@ -7,8 +7,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from . import servermetrics
-from .loadgen import PREFLIGHT_TIMEOUT_S, BenchError, BenchResult, Unreachable, Workload, run_workload
+from .load import servermetrics
+from .load.client import PREFLIGHT_TIMEOUT_S, run_workload
+from .load.types import BenchError, BenchResult, Unreachable, Workload
 from .servers import forensics
 from .servers.process import Progress, ServerHandle, http_get, process_state
 from .telemetry import Sampler, load_nvml

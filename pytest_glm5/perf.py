@@ -15,7 +15,7 @@ from typing import Any, NoReturn, Protocol
 from .configs import ServerConfig
 from .judge.gate import Checked, GateError, PerfGate
 from .judge.provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
-from .loadgen import BenchResult, Workload
+from .load.types import BenchResult, Workload
 from .measurement import Measured, Stability, check_stability, measure
 from .servers.builds import DEFAULT_BUILD, Build
 from .servers.builds import describe as describe_build

@@ -12,7 +12,7 @@ import pytest
 
 from . import hookspecs, roles
 from .judge.gate import PerfGate
-from .loadgen import BenchResult
+from .load.types import BenchResult
 from .perf import Perf, PerfContext
 from .perf import bench_all_answered as run_bench
 from .report import gateitems

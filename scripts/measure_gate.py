@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_glm5.judge.decide import Look, ab, against_reference  # noqa: E402
 from pytest_glm5.judge.verdicts import Bound  # noqa: E402
-from pytest_glm5.loadgen import Workload, run_workload  # noqa: E402
+from pytest_glm5.load.client import run_workload  # noqa: E402
+from pytest_glm5.load.types import Workload  # noqa: E402
 
 SLOWDOWNS = (1.00, 0.97, 0.95, 0.90, 0.50)
 CVS = (0.02, 0.05, 0.10)

@@ -34,7 +34,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from pytest_glm5.loadgen import Workload, run_workload
+from pytest_glm5.load.client import run_workload
+from pytest_glm5.load.types import Workload
 
 CLIENTS = ("bench_serving", "glm5")
 COMPARED = ("output_throughput", "mean_ttft_ms", "mean_itl_ms")
@@ -80,7 +81,7 @@ def child(client: str, url: str, concurrency: int, prompts: int, wheel: str | No
     wl = Workload(concurrency=concurrency, num_prompts=prompts, warmup=1, flush_cache=False)
     source = None
     if client == "bench_serving":
-        from pytest_glm5 import benchserving
+        from pytest_glm5.load import benchserving
 
         source = benchserving.load(wheel)
     # From here: imports are done, and what is left is the run (its warmup and set-up cancel between sizes).

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_glm5.loadgen import BenchError, Workload, run_workload
+from pytest_glm5.load.client import run_workload
+from pytest_glm5.load.types import BenchError, Workload
 
 from simproc import Sim, free_port
 
@@ -131,7 +132,7 @@ def test_a_request_gets_past_every_stale_pooled_connection() -> None:
 
     import aiohttp
 
-    from pytest_glm5.loadgen import STALE_RETRIES, LoadRunner
+    from pytest_glm5.load.client import STALE_RETRIES, LoadRunner
     from pytest_glm5.metrics import RequestTiming
 
     runner = LoadRunner("http://127.0.0.1:1")
@@ -153,7 +154,7 @@ def test_the_aiohttp_path_records_as_the_lean_one(sim_factory: Callable[..., Sim
                                                   protocol: str, fault: str) -> None:
     # https and proxied servers stream through aiohttp; both paths read SSE with transport.sse_lines and end a
     # request in LoadRunner.one, so the same server gives the same counts and the same errors on each.
-    from pytest_glm5 import loadgen
+    from pytest_glm5.load import client as loadgen
 
     s = sim_factory(*(("--sim-fault", fault, "--sim-seed", "3") if fault else ()))
     wl = Workload(concurrency=4, num_prompts=24, input_len=8, output_len=9, warmup=0, protocol=protocol)

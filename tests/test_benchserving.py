@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_glm5.loadgen import Workload, run_workload
+from pytest_glm5.load.client import run_workload
+from pytest_glm5.load.types import Workload
 
 from simproc import Sim
 

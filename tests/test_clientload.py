@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_glm5.clientload import ClientLoad
+from pytest_glm5.load.clientload import ClientLoad
 
 from simproc import Sim
 

@@ -162,7 +162,7 @@ def test_the_readmes_plan_figures_are_the_plans() -> None:
 
 
 def test_the_gpu_wheel_list_covers_the_packages_dependencies() -> None:
-    # httptools was missing from docs/gpu.md's list while the plugin imports it at load (plugin -> loadgen ->
+    # httptools was missing from docs/gpu.md's list while the plugin imports it at load (plugin -> load.client ->
     # transport): the GPU check failed on the image.
     import tomllib
 

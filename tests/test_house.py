@@ -19,7 +19,7 @@ from pytest_glm5.cli import main as glm5
 from pytest_glm5.configs import ServerConfig
 from pytest_glm5.judge.baselines import BaselineStore, write_updates
 from pytest_glm5.judge.verdicts import Verdict
-from pytest_glm5.loadgen import BenchResult, Workload
+from pytest_glm5.load.types import BenchResult, Workload
 from pytest_glm5.measurement import cut_off
 from pytest_glm5.metrics import RequestTiming
 from pytest_glm5.servers.engines import SimEngine

@@ -16,7 +16,8 @@ import pytest
 from plugin_helpers import said_lines
 
 from pytest_glm5.configs import ServerConfig
-from pytest_glm5.loadgen import Workload, run_workload
+from pytest_glm5.load.client import run_workload
+from pytest_glm5.load.types import Workload
 from pytest_glm5.servers.engines import LlamaCppEngine
 from pytest_glm5.servers.engines.base import EngineError
 from pytest_glm5.servers.process import launch, stop

@@ -203,8 +203,9 @@ def test_one(): pass
 def test_the_servers_own_count_agrees_and_catches_another_client(sim_factory: Any) -> None:
     import threading
 
-    from pytest_glm5 import servermetrics
-    from pytest_glm5.loadgen import Workload, run_workload
+    from pytest_glm5.load import servermetrics
+    from pytest_glm5.load.client import run_workload
+    from pytest_glm5.load.types import Workload
 
     s = sim_factory("--enable-metrics", profile="tiny", scale=1.0)
     wl = Workload(concurrency=4, num_prompts=16, input_len=8, output_len=16, warmup=4)
@@ -229,7 +230,8 @@ def test_the_servers_own_count_agrees_and_catches_another_client(sim_factory: An
 def test_a_failed_cache_flush_is_said(sim_factory: Any) -> None:
     import threading
 
-    from pytest_glm5.loadgen import Workload, run_workload
+    from pytest_glm5.load.client import run_workload
+    from pytest_glm5.load.types import Workload
 
     s = sim_factory(profile="tiny", scale=1.0)
     quiet = run_workload(s.url, Workload(concurrency=2, num_prompts=4, input_len=8, output_len=8, warmup=2))
@@ -249,7 +251,8 @@ def test_a_failed_cache_flush_is_said(sim_factory: Any) -> None:
 
 @pytest.mark.slow
 def test_a_long_point_says_how_far_it_got(sim_factory: Any) -> None:
-    from pytest_glm5.loadgen import Workload, run_workload
+    from pytest_glm5.load.client import run_workload
+    from pytest_glm5.load.types import Workload
     from pytest_glm5.report.terminal import TerminalProgress
 
     s = sim_factory(profile="tiny", scale=1.0)
@@ -278,7 +281,8 @@ def test_a_long_point_says_how_far_it_got(sim_factory: Any) -> None:
 
 
 def test_prompts_follow_bench_servings_random_ids_and_range_ratio() -> None:
-    from pytest_glm5.loadgen import Workload, make_prompts, output_lengths
+    from pytest_glm5.load.client import make_prompts, output_lengths
+    from pytest_glm5.load.types import Workload
 
     wl = Workload(concurrency=1, num_prompts=200, input_len=64, output_len=32, token_low=10, token_high=1000)
     prompts = make_prompts(wl, 200)

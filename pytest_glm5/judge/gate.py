@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..loadgen import BenchResult, Workload
+from ..load.types import BenchResult, Workload
 from ..metrics import (
     cdf_points,
     geometric_mean,

@@ -14,23 +14,18 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import aiohttp
 import orjson
 
-from . import proxies, transport
-from .clientload import ClientLoad, ClientMonitor
-from .metrics import RequestTiming, compute_metrics, first_errors, percentile
-from .settings import event_loop
+from .. import proxies
+from ..metrics import RequestTiming, compute_metrics, first_errors
+from ..settings import event_loop
+from . import transport
+from .clientload import ClientMonitor
+from .types import BenchError, BenchResult, RequestShape, Unreachable, Workload
 
-PROTOCOLS = ("sglang", "openai")
-# How prompt token ids are drawn. `random-ids` is SGLang bench_serving's offline random dataset
-# (sglang/benchmark/datasets/random.py, 0.5.23, lines 142-150): request i is a run of consecutive ids
-# (offset_i + i + j) % vocab from an offset drawn uniformly, here inside [token_low, token_high). `uniform` draws
-# every id on its own (this client's method before; MoE routing sees other experts, so the figures differ).
-SAMPLINGS = ("random-ids", "uniform")
 PREFLIGHT_TIMEOUT_S = 5.0
 _JSON = {"Content-Type": "application/json"}
 STALE_RETRIES = 3
@@ -39,163 +34,6 @@ FLUSH_TRIES = 3
 # How often a run looks at its stop check, its stall clock and its progress line: each look wakes the client, and
 # a timer's wake costs more than a token (clientload.TICK_S).
 WATCH_S = 0.5
-
-
-class BenchError(Exception):
-    """A measurement that cannot start or go on; the message is one line that names the cause."""
-
-
-class Unreachable(BenchError):
-    """Nothing answered at the URL (refused, reset or silent): unlike an error answer, the server said nothing."""
-
-    def __init__(self, url: str, cause: str) -> None:
-        self.cause = cause
-        super().__init__(f"cannot reach {url}: {cause} (is the server running and the URL right?)")
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One measurement point: closed loop at `concurrency` over `num_prompts` fixed-length requests."""
-
-    concurrency: int
-    num_prompts: int
-    input_len: int = 128
-    output_len: int = 128
-    protocol: str = "sglang"
-    warmup: int = 1
-    seed: int = 42
-    token_low: int = 10
-    token_high: int = 1000
-    # bench_serving's --random-range-ratio: each request's input and output lengths uniform in [max(int(L*r), 1), L]
-    # (datasets/common.py compute_random_lens). 1.0: fixed lengths, as the campaign's 128/128 figures were taken;
-    # bench_serving's own default, 0.0, halves the mean length.
-    range_ratio: float = 1.0
-    sampling: str = "random-ids"
-    flush_cache: bool = True
-    request_timeout_s: float = 600.0
-    stall_timeout_s: float | None = None
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.concurrency < 1:
-            problems.append(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.num_prompts < 1:
-            problems.append(f"num_prompts must be >= 1, got {self.num_prompts}")
-        if self.input_len < 1 or self.output_len < 1:
-            problems.append(f"input and output lengths must be >= 1, got {self.input_len}/{self.output_len}")
-        if self.warmup < 0:
-            problems.append(f"warmup must be >= 0, got {self.warmup}")
-        if self.protocol not in PROTOCOLS:
-            problems.append(f"protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
-        if not 0 <= self.token_low < self.token_high:
-            problems.append(f"token range [{self.token_low}, {self.token_high}) is empty")
-        if not 0.0 <= self.range_ratio <= 1.0:
-            problems.append(f"range_ratio must be in [0, 1] (1 = fixed lengths), got {self.range_ratio}")
-        if self.sampling not in SAMPLINGS:
-            problems.append(f"sampling must be one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
-        if problems:
-            raise ValueError("; ".join(problems))
-
-    def label(self) -> str:
-        """A short human name such as `c256 128/128 sglang`."""
-        return f"c{self.concurrency} {self.input_len}/{self.output_len} {self.protocol}"
-
-
-@dataclass
-class RequestShape:
-    """How requests are sent: what the server accepted in the probe (some engines refuse our preferred shape)."""
-
-    token_ids: bool = True
-    ignore_eos: bool = True
-    done_marker: bool | None = None  # seen `data: [DONE]` (None: not known yet)
-
-    @property
-    def exact_lengths(self) -> bool:
-        """Exact input and output lengths need token-id prompts and ignore_eos."""
-        return self.token_ids and self.ignore_eos
-
-    def describe(self) -> str:
-        """`token-id prompts, ignore_eos` or `text prompts (approximate lengths), ...`."""
-        parts = ["token-id prompts" if self.token_ids else "text prompts of about the asked length",
-                 "ignore_eos" if self.ignore_eos else "no ignore_eos (output lengths as the server counts them)"]
-        if self.done_marker is False:
-            parts.append("no [DONE]")
-        return ", ".join(parts)
-
-
-@dataclass
-class BenchResult:
-    """What one Workload measured: metrics by bench_serving's names, the records, and the server's identity."""
-
-    url: str
-    workload: Workload
-    metrics: dict[str, float]
-    records: list[RequestTiming] = field(repr=False)
-    errors: list[str]
-    server_info: dict[str, Any]
-    max_in_flight: int
-    started_at: float
-    aborted: str | None = None
-    in_flight_at_abort: int = 0
-    stalled: bool = False
-    shape: RequestShape = field(default_factory=RequestShape)
-    telemetry: Any = None  # telemetry.Telemetry when NVML sampled the run
-    launch: str = ""  # which server launch measured it (build:pid): the unit of launch-to-launch variance
-    build: str = ""
-    arm: str = ""  # A/B: "A" or "B", the position in the ABBA block (an A/A run has one build in both arms)
-    lag_s: float | None = None  # seconds an emulator fell behind its own model during the run (None: not known)
-    cotenants: list[str] = field(default_factory=list)  # other servers holding GPUs of the machine meanwhile
-    client: ClientLoad | None = None  # what the load client cost itself over the measured window
-    cache_note: str | None = None  # the prefix cache could not be flushed before the window: it says why
-    pauses: list[str] = field(default_factory=list)  # stalls the server's log explained (JIT compiles)
-    completed_total: int = 0  # requests completed in every phase (probe, warmup, window), for the server's count
-    tokens_total: int = 0
-    server: Any = None  # servermetrics.ServerView: SGLang's own counters over the same run
-    server_note: str | None = None  # the server's count and the client's differ: why
-
-    @property
-    def failed(self) -> int:
-        """Requests of the measured window that did not complete."""
-        return int(self.metrics.get("failed", 0))
-
-    def distributions(self, points: int = 41) -> dict[str, list[float]]:
-        """TTFT and ITL in ms at evenly spaced quantiles (0, 2.5, ... 100%): a CDF small enough for every report."""
-        ok = [r for r in self.records if r.success]
-        ttft = [r.ttft * 1000 for r in ok]
-        itl = [x * 1000 for r in ok for x in r.itl]
-        qs = [100 * i / (points - 1) for i in range(points)]
-        return {name: [round(percentile(vals, q), 4) for q in qs] if vals else []
-                for name, vals in (("ttft_ms", ttft), ("itl_ms", itl))}
-
-    def to_dict(self, details: bool = False) -> dict[str, Any]:
-        """A JSON-ready record: workload, metrics, errors and /server_info (per-request data if asked)."""
-        out: dict[str, Any] = {
-            "url": self.url,
-            "workload": asdict(self.workload),
-            "metrics": self.metrics,
-            "errors": self.errors,
-            "max_in_flight": self.max_in_flight,
-            "request_shape": {**asdict(self.shape), "exact_lengths": self.shape.exact_lengths,
-                              "described": self.shape.describe()},
-            "started_at": self.started_at,
-            "aborted": self.aborted,
-            "server_info": self.server_info,
-            "telemetry": self.telemetry.to_dict() if self.telemetry is not None else None,
-            "launch": self.launch,
-            "build": self.build,
-            "arm": self.arm,
-            "emulator_lag_s": self.lag_s,
-            "cotenants": self.cotenants,
-            "client": self.client.to_dict() if self.client is not None else None,
-            "cache_note": self.cache_note,
-            "pauses": self.pauses,
-            "server_metrics": self.server.to_dict() if self.server is not None else None,
-            "server_note": self.server_note,
-            "distributions": self.distributions(),
-        }
-        if details:
-            out["records"] = [asdict(r) for r in self.records]
-        return out
 
 
 def lengths(full: int, ratio: float, count: int, rng: random.Random) -> list[int]:

@@ -5,7 +5,7 @@ Every token of every stream passes through here, so each network read costs one 
 body to `on_line` for each SSE line, with the read's time stamp, without a task switch, a future or a timer per
 read (aiohttp's reader costs all three: its StreamReader wakes the reading task per read and reschedules the read
 timeout per read). A read timeout is one timer per request that re-arms itself only when it fires. Plain http to a
-host reached directly only; https and proxied URLs go through aiohttp (loadgen decides).
+host reached directly only; https and proxied URLs go through aiohttp (client.py decides).
 """
 
 from __future__ import annotations

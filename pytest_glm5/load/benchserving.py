@@ -6,7 +6,7 @@ imports it makes beyond its client left out: the package's __init__ (the engine,
 not use here and, where transformers is not installed, the tokenizer classes it only names in type hints. The client
 itself (a session per request, its SSE parsing, `benchmark()` and `calculate_metrics()`) is SGLang's own code.
 
-The requests are ours: the same token ids `glm5 bench` sends (loadgen.make_prompts, bench_serving's random-ids
+The requests are ours: the same token ids `glm5 bench` sends (client.make_prompts, bench_serving's random-ids
 method), passed as bench_serving's DatasetRow, so both clients ask the server the same thing. bench_serving re-counts
 each output with a tokenizer after the run (`total_output_tokens_retokenized`); without the model's tokenizer that
 figure counts whitespace-separated words and is left out of the comparison.
@@ -31,9 +31,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import proxies
-from .loadgen import BenchError, Workload, make_prompts, output_lengths
-from .metrics import distinct
+from .. import proxies
+from ..metrics import distinct
+from .client import make_prompts, output_lengths
+from .types import BenchError, Workload
 
 WHEEL_ENV = "GLM5_SGLANG_WHEEL"
 # The packages bench_serving's client needs beyond this plugin's own (aiohttp, orjson, numpy via scipy).

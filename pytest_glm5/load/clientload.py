@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from .metrics import THROUGHPUT_METRICS, percentile
+from ..metrics import THROUGHPUT_METRICS, percentile
 
 # A timer every 100 ms, after 5 ms ones through the window's first 2 s. A timer's wake costs the client far more
 # than a token does on a VM (measured on a 2-core VM at one stream of 250 tokens/s: a 5 ms tick added 60 us of CPU

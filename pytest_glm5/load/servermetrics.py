@@ -8,7 +8,7 @@ import contextlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import proxies
+from .. import proxies
 
 COUNTERS = ("sglang:generation_tokens_total", "sglang:prompt_tokens_total", "sglang:num_requests_total",
             "sglang:cached_tokens_total")
