@@ -4,16 +4,20 @@ reports judged as the A/B gate judges), `history` (trends and change points of a
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import resource
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .load.client import run_workload
 from .load.types import PROTOCOLS, SAMPLINGS, BenchError, Workload
+
+if TYPE_CHECKING:
+    from .report.outputs import Outputs
 from .settings import parse_alpha, parse_duration, parse_effect, parse_fraction, parse_ratio, parse_url
 
 TABLE_COLUMNS = (
@@ -286,12 +290,69 @@ def _merge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--history", type=Path, help="append the joined run to this history directory")
 
 
+@dataclass
+class MergeOutcome:
+    """What `glm5 merge` decided and printed."""
+
+    lines: list[str]
+    failed: bool  # the outcome's: regressions, crashes or outputs not written
+    errors: list[str]
+
+
+def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float | None, update_mode: str | None,
+                  baselines: Path, outputs: Outputs) -> MergeOutcome:
+    """`glm5 merge`: shard reports joined (the same hardware and model, each config covered exactly once), decided
+    as one run, baselines updated once, every output written once. ReportError or ConfigError says what is wrong."""
+    from .configs import load_configs
+    from .judge.gate import Statistics, references_of, versus_all
+    from .judge.merge import MergeError, coverage, decided, join, update
+    from .judge.verdicts import ReportError, read_report, run_document
+    from .report import gateitems
+    from .report.outcome import Facts, decide
+    from .report.outputs import write_all
+    from .report.terminal import campaign_lines, summary_lines, verdict_table
+
+    docs = [read_report(p) for p in paths]
+    names = [str(p) for p in paths]
+    try:
+        coverage(docs, names)
+        view = join(docs, names)
+    except MergeError as exc:
+        raise ReportError(str(exc)) from None
+    stats = view.statistics or {}
+    a = alpha if alpha is not None else float(stats.get("alpha") or 0.01)
+    if configs_path is not None:
+        configs = load_configs(configs_path)
+        statistics = Statistics(alpha=a, effect=float(stats.get("effect") or 0.05))
+        view.versus = versus_all(view.verdicts, references_of(configs), statistics)
+    view = decided(view, a)
+    changes, errors = update(baselines, view.verdicts, update_mode) if update_mode else ([], [])
+    first = docs[0].get("run") or {} if docs else {}
+    run = {**first, "time": first.get("time") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+           "merged_from": names}
+    run.pop("shard", None)
+    doc = run_document(view.servers, view.verdicts, changes, view.results, view.versus, view.statistics, run,
+                       view.problems, view.known_issues, view.events)
+    outcome = decide(Facts(verdicts=view.verdicts, regressed=gateitems.regressions(view.verdicts, view.confirmed),
+                           problems=view.problems, known=frozenset(view.known_issues), errors=errors))
+    doc["outcome"] = outcome.to_dict()
+    written = write_all(doc, outputs)
+    if written.errors:
+        outcome = decide(Facts(verdicts=view.verdicts, regressed=gateitems.regressions(view.verdicts, view.confirmed),
+                               problems=view.problems, known=frozenset(view.known_issues),
+                               errors=[*errors, *written.errors]))
+    lines = [*verdict_table(view.verdicts),
+             *summary_lines(view.verdicts, changes, update_mode, view.problems, [*errors, *written.errors],
+                            view.family_size, a),
+             *campaign_lines(view.versus), *(f"glm5 {line}" for line in written.lines), outcome.line]
+    return MergeOutcome(lines, outcome.failed, [*errors, *written.errors])
+
+
 def cmd_merge(ns: argparse.Namespace) -> int:
     """Run `glm5 merge`; exit 1 on a regression or a failed write, 2 on bad input."""
     from .configs import ConfigError
     from .judge.verdicts import ReportError
     from .report.outputs import Outputs
-    from .session import merge_reports
 
     out = Outputs(report=ns.report, html=ns.html, markdown=ns.markdown, history=ns.history)
     try:
@@ -337,7 +398,7 @@ def _plan_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 def cmd_plan(ns: argparse.Namespace) -> int:
     """Run `glm5 plan`; exit 2 on bad input."""
     from .judge.baselines import BaselineError
-    from .judge.pricing import from_baselines, from_report, price
+    from .judge.plan import from_baselines, from_report, price
     from .judge.verdicts import ReportError
 
     launch = ns.load_time + ns.measure_time if ns.load_time is not None else None

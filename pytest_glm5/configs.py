@@ -47,6 +47,12 @@ class ServerConfig:
     expected_slower: bool = False  # a known cost: slower than compare_to is listed, not failed
     gpus: int | None = None  # GPUs its server uses, where the engine's flags do not say (leases.py)
 
+    def issue_at(self, concurrency: int | None) -> str | None:
+        """The known issue a test of this config at this concurrency hits (it must fail: strict xfail), or None."""
+        if not self.known_issue or self.known_issue_phase == "startup" or not self.known_issue_concurrency:
+            return self.known_issue or None
+        return self.known_issue if concurrency is not None and concurrency >= self.known_issue_concurrency else None
+
     def flag_argv(self) -> list[str]:
         """The flags as command-line words: `{tp-size = 8, disable-cuda-graph = true}` -> --tp-size 8 ..."""
         argv: list[str] = []

@@ -85,6 +85,12 @@ class PerfContext:
     recording: bool = False  # --update-baselines: rounds until each reference can resolve its tolerance
     said: list[str] = field(default_factory=list)  # lines for the run's summary (rounds not spent, and why)
 
+    def tag_pending(self, nodeid: str) -> None:
+        """The test that measured each pending series first (its gate item fails on a regression)."""
+        for pending in self.pending.values():
+            for p in pending.values():
+                p.test = p.test or nodeid
+
     def server(self, config: ServerConfig, build: str, fresh: bool) -> ServerHandle:
         """This config's server on this build; `fresh`: a new launch."""
         return self.pool.get(config, self.builds.get(build), fresh=fresh)

@@ -19,8 +19,8 @@ from .report import gateitems
 from .report.junit import properties, suite_level
 from .report.terminal import TerminalProgress, WorkerLines
 from .servers.pool import ServerPool
-from .servers.process import ServerHandle
-from .session import Glm5Session, RunError, TestItem, sigterm_as_interrupt
+from .servers.process import ServerHandle, sigterm_as_interrupt
+from .session import Glm5Session, RunError, TestItem
 from .settings import SETTINGS, Settings, SettingsError, Sources, check_writable_file, rootdir_trap
 
 MARKER = "server_config"
@@ -177,12 +177,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if got.deselected:
         config.hook.pytest_deselected(items=[by_id[n] for n in got.deselected])
     items[:] = [by_id[n] for n in got.order]
-    run = _session(config)
-    if run.settings.plan:
-        if run.plan is None or not run.plan.costs:
-            pytest.exit("glm5: --glm5-plan: no test of a server config was collected, so there is no plan (check -m, "
-                        "-k and the test paths); nothing was launched", returncode=pytest.ExitCode.NO_TESTS_COLLECTED)
-        pytest.exit("glm5: --glm5-plan: the plan above; nothing was launched", returncode=0)
+    if got.exit is not None:  # --glm5-plan: the plan was printed (or there was none to print)
+        pytest.exit(got.exit[0], returncode=got.exit[1])
 
 
 def _fail(message: str) -> NoReturn:

@@ -39,7 +39,7 @@ class XdistController:
     def pytest_sessionfinish(self) -> None:
         """Name the tests a dead worker left: they are part of the outcome."""
         if self.dead:
-            self.session.unfinished = [t for t in self.collected if t not in self.finished]
+            self.session.left_unfinished([t for t in self.collected if t not in self.finished])
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -63,9 +63,7 @@ class XdistController:
             self.dead.append(str(getattr(getattr(node, "gateway", None), "id", "?")))
         doc = getattr(node, "workeroutput", {}).get("glm5")
         if doc is not None:
-            docs = self.session.worker_docs if self.session.worker_docs is not None else []
-            docs.append(json.loads(doc))
-            self.session.worker_docs = docs
+            self.session.receive(json.loads(doc))
 
 
 class XdistWorker:
@@ -79,10 +77,9 @@ class XdistWorker:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Stop this worker's servers and send its run document (before the family decision)."""
         self.session.close()
-        if self.session.pool is not None or self.session.gate is not None or self.session.config_tests:
-            self.config.workeroutput["glm5"] = self.session.worker_doc()  # type: ignore[attr-defined]
-        else:
-            self.session.handed_over = True
+        doc = self.session.worker_doc()  # None: nothing to hand over
+        if doc is not None:
+            self.config.workeroutput["glm5"] = doc  # type: ignore[attr-defined]
 
 
 def dist_grouping(config: pytest.Config, has_configs: bool) -> None:

@@ -44,3 +44,15 @@ def scope_of(nodeid: str, configs: Iterable[str]) -> str:
     """The work unit of a test: its config's, else the test itself (spread like --dist load)."""
     name = config_of(nodeid, configs)
     return f"glm5-config:{name}" if name is not None else nodeid
+
+
+def shard_of(configs: Sequence[str | None], count: int) -> tuple[dict[str, int], list[str]]:
+    """`--glm5-shard I/N`: each config's shard (1..N) and every config, from the configs of the collected tests (one
+    entry per test; None for a test without a config). Balanced by each config's cost, its launch plus its tests,
+    which every machine collects alike, so the split is the same on every shard's machine."""
+    tests: dict[str, int] = {}
+    for config in configs:
+        if config is not None:
+            tests[config] = tests.get(config, 0) + 1
+    # A launch costs about as much as a few scenarios: a config's cost is its launch plus its tests.
+    return assign(sorted(tests), {n: 2.0 + k for n, k in tests.items()}, count), sorted(tests)

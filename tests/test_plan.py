@@ -8,7 +8,7 @@ import re
 import pytest
 from plugin_helpers import TWO_SCENARIOS, assert_no_server_left, report, said_lines, write_configs
 
-from pytest_glm5.plan import Budget, ConfigCost, Plan
+from pytest_glm5.judge.plan import Budget, ConfigCost, Plan
 from pytest_glm5.settings import parse_duration
 
 

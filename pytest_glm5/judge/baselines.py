@@ -470,6 +470,21 @@ def model_key(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "model"
 
 
+def store_of(root: Path, stores: dict[Path, BaselineStore], hardware: str | None, model: str | None
+             ) -> tuple[Path, BaselineStore] | None:
+    """The one parsed copy of the baselines file of this hardware and model (read into `stores` once); None where
+    either is not known yet, or the file cannot be read (the run said why when it read it first)."""
+    if model is None or hardware is None:
+        return None
+    path = baseline_path(root, hardware, model)
+    if path not in stores:
+        try:
+            stores[path] = BaselineStore(path)
+        except BaselineError:
+            return None
+    return path, stores[path]
+
+
 def baseline_path(root: Path, hardware: str, model: str) -> Path:
     """`<root>/<hardware>/<model key>.toml` (model_key: the same file for every path to the same model)."""
     return root / hardware / f"{model_key(model)}.toml"

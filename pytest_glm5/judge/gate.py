@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..configs import ServerConfig
 from ..load.types import BenchResult, Workload
 from ..metrics import (
     cdf_points,
@@ -185,6 +186,11 @@ class Statistics:
     def from_settings(cls, s: Settings) -> Statistics:
         """--glm5-alpha, --glm5-effect, --glm5-max-repeats and --glm5-ab."""
         return cls(alpha=s.alpha, effect=s.effect, max_repeats=s.max_repeats, ab=s.ab)
+
+    def to_dict(self) -> dict[str, object]:
+        """As the run document keeps it."""
+        return {"alpha": self.alpha, "effect": self.effect, "max_repeats": self.max_repeats,
+                "ab": list(self.ab) if self.ab else None}
 
 
 @dataclass
@@ -424,3 +430,8 @@ def versus_all(verdicts: Sequence[Verdict], references: dict[str, Reference], st
             groups.setdefault((v.config, v.scenario), []).append(v)
     return [x for (config, scenario), vs in groups.items()
             for x in versus_of(config, scenario, vs, verdicts, references, statistics)]
+
+
+def references_of(configs: Mapping[str, ServerConfig]) -> dict[str, Reference]:
+    """Each config's compare_to reference config, from the configs file."""
+    return {n: Reference(ref, c.expected_slower) for n, c in configs.items() if (ref := c.compare_to) is not None}

@@ -75,6 +75,26 @@ class Facts:
     interrupted: bool = False
 
 
+def nothing_measured(config_tests: int, gpu_skipped: Mapping[str, str], not_run: Mapping[str, str],
+                     markers: Sequence[str]) -> str | None:
+    """Why a run that measured nothing did so, the most common reason first: `all 89 sm120 tests skipped (sm120:
+    needs compute capability 12.0 GPUs; found no NVML ...)`; None for a run without config or gated tests."""
+    if not config_tests:
+        return None
+    reasons: dict[str, int] = {}
+    for why in gpu_skipped.values():
+        reasons[why] = reasons.get(why, 0) + 1
+    for config, why in not_run.items():
+        reasons[f"{config}: {why}"] = reasons.get(f"{config}: {why}", 0) + 1
+    kind = "/".join(markers) or "config"
+    skipped = len(gpu_skipped)
+    head = (f"all {skipped} {kind} tests skipped" if skipped == config_tests else
+            f"{skipped} of {config_tests} {kind} tests skipped") if skipped else \
+        f"none of {config_tests} config tests measured"
+    common = max(reasons, key=lambda r: reasons[r]) if reasons else "every config test was skipped"
+    return f"{head} ({common})"
+
+
 def decide(f: Facts) -> Outcome:
     """The run's outcome from its facts (value in, value out)."""
     reasons: list[str] = []

@@ -27,6 +27,7 @@ class Outputs:
     step_summary: Path | None = None  # $GITHUB_STEP_SUMMARY: appended, as GitHub expects
     history: Path | None = None
     exports: list[tuple[str, Path]] = field(default_factory=list)
+    benchmark_json: Path | None = None  # pytest-benchmark's --benchmark-json, where it wrote none itself
 
     @classmethod
     def from_settings(cls, s: Settings, environ: Mapping[str, str]) -> Outputs:
@@ -52,7 +53,8 @@ class Outputs:
     @property
     def any(self) -> bool:
         """Whether anything is to be written."""
-        return bool(self.report or self.html or self.markdown or self.step_summary or self.history or self.exports)
+        return bool(self.report or self.html or self.markdown or self.step_summary or self.history or self.exports
+                    or self.benchmark_json)
 
 
 @dataclass
@@ -117,4 +119,11 @@ def write_all(doc: dict[str, Any], out: Outputs) -> Written:
             w.lines.append(f"export: {fmt} {path}")
         except OSError as exc:
             w.errors.append(f"cannot write --glm5-export {fmt}:{path}: {_why(exc)}")
+    if out.benchmark_json is not None and doc["verdicts"]:
+        try:
+            exports.write_json(out.benchmark_json, exports.pytest_benchmark(doc))
+            w.lines.append(f"--benchmark-json: {out.benchmark_json} (pytest-benchmark's format; the glm5 results, as "
+                           "pytest-benchmark had none)")
+        except OSError as exc:
+            w.errors.append(f"cannot write --benchmark-json: {exc.strerror or exc}")
     return w

@@ -8,11 +8,16 @@ import sys
 import textwrap
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from .. import proxies
 from ..judge.decide import CLIENT_BOUND, EMULATOR_BOUND, KNOWN_COST, UNRESOLVED
+from ..judge.merge import Merged
 from ..judge.verdicts import WORKLOAD_CHANGED, Change, Kind, Verdict, fmt, times, unit_of
-from .outcome import series_total
+from ..settings import Settings
+from .outcome import Outcome, series_total
+from .outputs import Written
 from .trends import target_line
 
 
@@ -84,6 +89,28 @@ def _verdict_cell(v: Verdict) -> str:
     if answer:
         return answer if mark in ("ok", "unresolved") else f"{answer} {mark}"
     return mark
+
+
+def header_lines(s: Settings) -> list[str]:
+    """Where a run's configs, baselines and hardware key come from, the emulator's scale, and the proxy a
+    --sglang-url goes through (pytest's header)."""
+    lines = [f"glm5: configs {s.configs_path}; baselines {s.baselines_root}"]
+    if s.sim:
+        lines.append(f"glm5: emulator (--glm5-sim), time scale {s.sim_time_scale:g} "
+                     f"({s.source('glm5-sim-time-scale')}); hardware key sim-<profile>-x{s.sim_time_scale:g}")
+    elif s.hardware:
+        lines.append(f"glm5: hardware key {s.hardware} (--glm5-hardware)")
+    elif s.sglang_url:
+        lines.append(f"glm5: external server {s.sglang_url} (--sglang-url); hardware key from --glm5-hardware "
+                     "or NVML")
+    if s.sglang_url:
+        via = proxies.proxy_for(s.sglang_url)
+        lines.append(f"glm5: requests to {s.sglang_url} go through the proxy {via} (the environment's proxy "
+                     "settings; add the host to no_proxy to go direct)" if via else
+                     f"glm5: requests to {s.sglang_url} go direct (no proxy applies)")
+    else:
+        lines.append("glm5: hardware key from NVML when a server is measured")
+    return lines
 
 
 WIDTH = 120  # the summary's lines, so that a CI log shows them unwrapped; details go to the report files
@@ -350,3 +377,65 @@ def result_notes(results: Sequence[dict[str, Any]]) -> list[str]:
         notes += sorted({r["server_note"] for r in runs if r.get("server_note")})
         out += [f"{where}: {note}" for note in notes]
     return out
+
+
+@dataclass
+class Summary:
+    """The run's summary as pytest's terminal shows it, after the tests: what the servers did, the verdict table,
+    the lists that need a look, what was recorded and written, the launches, and the outcome last (the line the exit
+    status agrees with). Values in; `display(tr)` writes them (pytest-benchmark's TableResults)."""
+
+    view: Merged
+    outcome: Outcome
+    changes: Sequence[Change]
+    errors: Sequence[str]
+    update_mode: str | None
+    alpha: float
+    show: bool = False  # the run had config or gated tests: say something even when nothing was measured
+    not_run: Mapping[str, str] = field(default_factory=dict)
+    unfinished: Sequence[str] = ()
+    written: Written | None = None
+    costs_written: Mapping[str, str] = field(default_factory=dict)
+    said: Sequence[str] = ()  # why rounds were not spent
+    spent: Sequence[str] = ()  # the launches against the plan
+    gpus: str = ""  # NVML's GPUs in words, where no telemetry came
+
+    def display(self, tr: Any) -> None:
+        """Write the summary to pytest's terminal reporter (section, write_line with markup)."""
+        view = self.view
+        if view.events:
+            tr.section("glm5 servers")
+            for line in wrapped([f"{name}: {message}" for name, message in view.events]):
+                tr.write_line(line)
+        if not (view.verdicts or view.problems or self.errors or self.show):
+            return
+        tr.section("glm5 performance")
+        if view.verdicts:
+            for line in verdict_table(view.verdicts):
+                tr.write_line(line)
+        for line in wrapped(summary_lines(view.verdicts, self.changes, self.update_mode, view.problems, self.errors,
+                                          view.family_size, self.alpha if view.family_size else 0.0, self.not_run,
+                                          self.unfinished)):
+            tr.write_line(line, red=line.startswith(("regressions", "cannot", "NO BASELINES", "never finished")))
+        drift = {(a.series.config, a.series.scenario, a.series.metric): a.drift
+                 for a in (self.written.analyses if self.written else [])}
+        for line in wrapped([*target_lines(view.verdicts, drift), *campaign_lines(view.versus)]):
+            tr.write_line(line, red=" REGRESSION" in line)
+        if self.update_mode:
+            for line in wrapped(recording_lines(view.verdicts, self.changes, self.costs_written, self.said)):
+                tr.write_line(line)
+        for line in wrapped(result_notes(view.results)):
+            tr.write_line(line, yellow=True)
+        tel = telemetry_lines(view.results)
+        if tel:
+            tr.write_line("GPU telemetry during the runs (NVML):")
+            for line in wrapped([f"  {line}" for line in tel]):
+                tr.write_line(line)
+        elif view.results:
+            tr.write_line(f"GPU telemetry: none ({self.gpus})")
+        for line in wrapped([*(f"glm5 {line}" for line in (self.written.lines if self.written else [])),
+                             *self.spent]):
+            tr.write_line(line)
+        for line in wrapped([self.outcome.line]):
+            tr.write_line(line, red=self.outcome.failed, green=self.outcome.status == "PASSED",
+                          yellow=self.outcome.status == "SKIPPED", bold=True)

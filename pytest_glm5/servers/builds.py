@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,9 @@ class Build:
         return h.hexdigest()[:12]
 
 
-def load_builds(path: Path) -> dict[str, Build]:
-    """The `[build.NAME]` tables of a configs file, plus `default` (this Python) unless the file defines it."""
+def load_builds(path: Path, build: str | None = None, ab: Sequence[str] | None = None) -> dict[str, Build]:
+    """The `[build.NAME]` tables of a configs file, plus `default` (this Python) unless the file defines it; the
+    builds --glm5-build and --glm5-ab name must be among them (ConfigError lists the known ones)."""
     data = read_toml(path) if path.exists() else {}
     builds: dict[str, Build] = {DEFAULT_BUILD: Build(DEFAULT_BUILD)}
     for name, table in data.get("build", {}).items():
@@ -101,6 +103,10 @@ def load_builds(path: Path) -> dict[str, Build]:
         if not isinstance(patches, list) or not all(isinstance(p, str) for p in patches):
             raise ConfigError(f"{where}: patches must be a list of file paths, got {patches!r}")
         builds[name] = Build(name, python, dict(env), tuple(patches), str(table.get("description", "")))
+    if build:
+        pick(builds, build, "--glm5-build", path)
+    for name in ab or ():
+        pick(builds, name, "--glm5-ab", path)
     return builds
 
 

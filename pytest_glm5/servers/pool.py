@@ -448,9 +448,22 @@ class ServerPool:
         if self.store is not None:
             self.store.drop(KEPT, pid)
 
-    def server_table(self) -> dict[str, Any]:
-        """Per config: launched / reused / external / failed and why, pid, port, startup s, log, exit status."""
-        return {name: {k: v for k, v in asdict(rec).items() if k != "stopped"} for name, rec in self.records.items()}
+    def log_section(self, name: str, lines: int) -> tuple[str, str] | None:
+        """A config's server log tail for a failing test's report: (title, text); None without a log."""
+        rec = self.records.get(name)
+        if rec is None or not rec.log_path:
+            return None
+        got = forensics.tail(Path(rec.log_path), lines)
+        return f"glm5 server log: {name} (last {len(got)} lines of {rec.log_path})", "\n".join(got)
+
+    def server_table(self, tail_lines: int = 0) -> dict[str, Any]:
+        """Per config: launched / reused / external / failed and why, pid, port, startup s, log, exit status; a
+        server that crashed or exited non-zero with its log's last `tail_lines` lines."""
+        out = {name: {k: v for k, v in asdict(rec).items() if k != "stopped"} for name, rec in self.records.items()}
+        for rec in out.values():
+            if tail_lines and (rec.get("crash") or rec.get("exit_status") not in (None, 0)):
+                rec["log_tail"] = forensics.tail(Path(rec["log_path"]), tail_lines) if rec.get("log_path") else []
+        return out
 
 
 def _flag_values(before: list[str], now: list[str]) -> list[tuple[str, str, str]]:

@@ -9,12 +9,14 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, Protocol
 
 import psutil
@@ -359,3 +361,20 @@ def stop(handle: ServerHandle, timeout: float = 60.0) -> None:
         time.sleep(0.1)
     rec.stopped = True
     rec.stopped_at = time.time()
+
+
+def sigterm_as_interrupt() -> Callable[[], None] | None:
+    """Make SIGTERM end the run like Ctrl-C (so servers are stopped); returns the undo, None where not possible."""
+    if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore

@@ -1,0 +1,346 @@
+"""What a run costs on the box, in one place: each config's load and measuring time, the plan printed before the
+first launch (`--glm5-plan` prints only that), the budget that bounds a night (`--glm5-budget 8h`), the night's
+bookkeeping the session keeps (Night: admission, rounds, the price of each unresolved series, the costs recorded with
+the baselines), and what resolving a series costs (`glm5 plan`).
+
+A launch is the unit of cost: a GLM-5-NVFP4 load takes many minutes (the brief budgets 10-50; SGLang's own CI allows
+3,000 s on Blackwell). Each config's first launch measures all its tests; rounds (more launches of the whole config)
+are what resolving a series, recording a reference or an A/B block costs.
+
+    >>> p = Plan([ConfigCost("tp8", 7, 1800.0, 600.0, "assumed")], budget_s=8 * 3600, rounds=4)
+    >>> p.lines()[-1]
+    '1 configs: first launches 40 min; with up to 4 rounds each 3.3 h; budget 8.0 h: every round fits'
+    >>> price(0.02, 0.05, 8, 2700.0)
+    'resolving 5% at CV 2.0% against 8 reference launches: about 2 launches, 1.5 h more on this box (45 min a launch)'
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..metrics import log_cv
+from ..settings import Settings
+from .baselines import BaselineError, BaselineStore, write_costs
+from .decide import to_add, to_resolve
+from .stats import detectable_drop
+from .verdicts import Kind, Verdict, read_report, verdicts_of
+
+# A GLM-5-NVFP4 launch on 8x SM120 when this box has measured none: the middle of the brief's 10-50 minutes.
+ASSUMED_LOAD_S = 1800.0
+ASSUMED_MEASURE_S_PER_TEST = 120.0  # the suite's scenarios run 1-3 minutes each at the campaign's speeds
+
+
+def hours(seconds: float) -> str:
+    """`0.7 h`, `12 min`, `40 s`: the unit a night is read in."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+@dataclass(frozen=True)
+class ConfigCost:
+    """One config's launch on this box: its load, the time its tests take on one launch, and where both came from."""
+
+    config: str
+    tests: int
+    load_s: float
+    measure_s: float
+    source: str  # `measured 2026-12-03 (3 launches)`, `emulator profile glm5-sm120`, `assumed`
+
+    @property
+    def launch_s(self) -> float:
+        """One launch of the config, loaded and measured."""
+        return self.load_s + self.measure_s
+
+
+@dataclass
+class Plan:
+    """The run's configs with their costs, the rounds each may get, and the budget."""
+
+    costs: list[ConfigCost]
+    budget_s: float | None = None
+    planned: int = 1  # launches every config gets (--glm5-launches N; 4 for an A/B block)
+    rounds: int = 0  # extra launches a config may get while a series is unresolved (looks beyond the planned)
+
+    @property
+    def first_s(self) -> float:
+        """Every config's planned launches."""
+        return sum(c.launch_s for c in self.costs) * self.planned
+
+    @property
+    def most_s(self) -> float:
+        """Every config's planned launches and every round it may get."""
+        return sum(c.launch_s for c in self.costs) * (self.planned + self.rounds)
+
+    def lines(self) -> list[str]:
+        """The table and the verdict on the budget."""
+        out = [f"{'config':<18} {'tests':>5} {'load':>8} {'measure':>8} {'launch':>8}  source"]
+        for c in self.costs:
+            out.append(f"{c.config:<18} {c.tests:>5} {hours(c.load_s):>8} {hours(c.measure_s):>8} "
+                       f"{hours(c.launch_s):>8}  {c.source}")
+        n = len(self.costs)
+        planned = f"first launches {hours(self.first_s)}" if self.planned == 1 else \
+            f"{self.planned} planned launches each {hours(self.first_s)}"
+        tail = f"{n} configs: {planned}; with up to {self.rounds} rounds each {hours(self.most_s)}"
+        if self.budget_s is None:
+            return [*out, tail + "; no budget (--glm5-budget 8h bounds the run)"]
+        if self.first_s > self.budget_s:
+            fit, spent = [], 0.0
+            for c in self.costs:
+                if spent + c.launch_s * self.planned > self.budget_s:
+                    break
+                fit.append(c.config)
+                spent += c.launch_s * self.planned
+            left = [c.config for c in self.costs if c.config not in fit]
+            return [*out, tail + f"; budget {hours(self.budget_s)}: NOT ENOUGH for the planned launches: "
+                                 f"{len(fit)} configs fit, {', '.join(left)} would not run (raise the budget, "
+                                 "split the suite with --glm5-shard, or deselect configs)"]
+        if self.most_s <= self.budget_s:
+            return [*out, tail + f"; budget {hours(self.budget_s)}: every round fits"]
+        spare = self.budget_s - self.first_s
+        mean = sum(c.launch_s for c in self.costs) / max(n, 1)
+        return [*out, tail + f"; budget {hours(self.budget_s)}: about {int(spare // mean)} rounds fit after the "
+                             "planned launches (they go to unresolved series in run order)"]
+
+
+@dataclass
+class Budget:
+    """Bounds a run's launches, priced as the plan prices them (what this box recorded, else what the engine
+    models): a config's launches start only if they fit, and a round runs only if it fits after keeping the first
+    launches of the configs not yet started. The emulator's launches are priced in the time of the box it stands
+    for, so a rehearsal with --glm5-budget 8h does what the night would."""
+
+    limit_s: float
+    first: Mapping[str, float]  # config -> its planned launches' cost
+    charged: float = 0.0
+    begun: set[str] = field(default_factory=set)
+
+    def begin(self, config: str) -> str | None:
+        """Before a config's first launch: why it may not start (None: it may, and its launches are charged)."""
+        if config in self.begun:
+            return None
+        cost = self.first.get(config, 0.0)
+        if self.charged + cost > self.limit_s:
+            return (f"budget {hours(self.limit_s)}: {hours(self.charged)} planned so far, its launches need about "
+                    f"{hours(cost)}; not run")
+        self.begun.add(config)
+        self.charged += cost
+        return None
+
+    def round(self, config: str, cost_s: float) -> str | None:
+        """Before a round: why it may not run (None: it may, and it is charged)."""
+        keep = sum(cost for name, cost in self.first.items() if name not in self.begun and name != config)
+        if self.charged + cost_s + keep > self.limit_s:
+            return (f"budget {hours(self.limit_s)}: {hours(self.charged)} spent, a round costs about {hours(cost_s)}"
+                    + (f" and {hours(keep)} is kept for the configs not yet run" if keep else ""))
+        self.charged += cost_s
+        return None
+
+
+def config_cost(name: str, tests: int, stored: Mapping[str, Any] | None,
+                modeled: tuple[float, str] | None) -> ConfigCost:
+    """What one launch of a config, measuring `tests` tests, costs on this box: as its baselines file recorded it,
+    else the load its engine models (the emulator's box), else assumed."""
+    if stored and stored.get("tests"):
+        per_test = float(stored.get("measure_s", 0.0)) / int(stored["tests"])
+        return ConfigCost(name, tests, float(stored.get("load_s", 0.0)), per_test * tests,
+                          str(stored.get("source") or f"recorded {stored.get('updated', '')}"))
+    load, source = modeled if modeled is not None else (ASSUMED_LOAD_S, "assumed (none recorded here)")
+    return ConfigCost(name, tests, load, ASSUMED_MEASURE_S_PER_TEST * tests,
+                      f"load {source}, {hours(ASSUMED_MEASURE_S_PER_TEST)} a test assumed")
+
+
+@dataclass
+class Night:
+    """The night's costs as a run goes: its plan and budget, which configs the budget left out, what each config's
+    first launch measured, the price of each unresolved series, and the costs to record with the baselines. The
+    session hands it values (costs, times, loads) and reads its answers."""
+
+    budget_s: float | None
+    planned: int  # launches every config gets (--glm5-launches N; 4 for an A/B block)
+    rounds: int  # extra launches a config may get
+    plan: Plan | None = None
+    budget: Budget | None = None
+    started: dict[str, float] = field(default_factory=dict)  # config -> when its first test got its server
+    measure_s: dict[str, float] = field(default_factory=dict)  # config -> what its tests took on its first launch
+    tests_run: dict[str, int] = field(default_factory=dict)
+    not_run: dict[str, str] = field(default_factory=dict)  # config -> why the budget left it out
+    recorded: dict[str, str] = field(default_factory=dict)  # config -> the launch cost --update-baselines wrote
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> Night:
+        """The launches and rounds the settings give each config."""
+        planned = 4 if s.ab else s.launches
+        most = 2 * (s.max_repeats or 8) if s.ab else (s.max_repeats or 5)
+        return cls(s.budget, planned, max(0, most - planned))
+
+    def make_plan(self, costs: list[ConfigCost]) -> Plan:
+        """The plan of these configs' launches, and the budget that holds the run to it."""
+        self.plan = Plan(costs, self.budget_s, self.planned, self.rounds)
+        if self.budget_s is not None:
+            self.budget = Budget(self.budget_s, {c.config: c.launch_s * self.planned for c in costs})
+        return self.plan
+
+    def cost(self, config: str) -> float | None:
+        """One launch of the config as the plan prices it (None: not planned)."""
+        return next((c.launch_s for c in (self.plan.costs if self.plan else []) if c.config == config), None)
+
+    def begin(self, config: str, now: float) -> str | None:
+        """A test of the config wants its server: why the budget will not start it (None: it may)."""
+        why_not = self.budget.begin(config) if self.budget is not None else None
+        if why_not is not None:
+            self.not_run[config] = f"{why_not} (--glm5-budget)"
+            return self.not_run[config]
+        self.tests_run[config] = self.tests_run.get(config, 0) + 1
+        self.started.setdefault(config, now)
+        return None
+
+    def first_launch_done(self, config: str, now: float) -> None:
+        """The config's last test on its first launch ended: what measuring it took."""
+        if config in self.started and config not in self.measure_s:
+            self.measure_s[config] = now - self.started[config]
+
+    def round_allowed(self, config: str, measured_s: float, modeled: bool) -> str | None:
+        """Why a round of this config may not run (None: it may): priced by the plan where the engine models its box
+        (the emulator), else by what this run measured."""
+        if self.budget is None:
+            return None
+        planned = self.cost(config)
+        return self.budget.round(config, planned if modeled and planned is not None else measured_s)
+
+    def price(self, verdicts: Sequence[Verdict]) -> None:
+        """Each unresolved series' advice in time on this box: the launches its line says to add, at its config's
+        launch cost in the plan (`about 4 more new launches would resolve it (80% power): 3.2 h on this box`)."""
+        for v in verdicts:
+            each, more = self.cost(v.config), to_add(v.note)
+            if v.verdict != Kind.UNRESOLVED or each is None or more is None or "on this box" in str(v.note):
+                continue
+            v.note = f"{v.note}: {hours(more * each)} on this box ({hours(each)} a launch, the plan's price)"
+
+    def to_record(self, loads: Mapping[str, list[float]], modeled: Mapping[str, float | None], scale: float,
+                  today: str, provenance: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """What a launch of each config measured here cost, for the plans of later runs, with its provenance. The
+        emulator's are in model time (its modeled load, its measuring divided by the time scale): a plan of the
+        rehearsal is a plan of the real box."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, measured in self.measure_s.items():
+            took = loads.get(name, [])
+            if not took or not self.tests_run.get(name):
+                continue
+            model = modeled.get(name)
+            load = model if model is not None else sorted(took)[len(took) // 2]
+            measure = max(0.0, measured - took[0]) / (scale if model is not None else 1.0)
+            source = (f"rehearsal {today}: modeled load, measuring in model time" if model is not None else
+                      f"measured {today} over {len(took)} launches")
+            out[name] = {"load_s": round(load, 1), "measure_s": round(measure, 1), "tests": self.tests_run[name],
+                         "launches": len(took), "source": source, "provenance": dict(provenance)}
+        return out
+
+    def record(self, where: Mapping[str, tuple[Path, float | None]], loads: Mapping[str, list[float]], scale: float,
+               commit: str, build: str) -> list[str]:
+        """Write what each config's launch cost into its baselines file (`where`: config -> the file and the load
+        its engine models, None for a real one); returns the errors, one line each."""
+        errors = []
+        for path in dict.fromkeys(p for p, _ in where.values()):
+            mine = {n: m for n, (p, m) in where.items() if p == path}
+            provenance = {"hardware": path.parent.name, "commit": commit, "build": build}
+            costs = {n: c for n, c in self.to_record(loads, mine, scale, dt.date.today().isoformat(),
+                                                     provenance).items() if n in mine}
+            try:
+                write_costs(path, costs)
+            except (OSError, BaselineError) as exc:
+                errors.append(f"cannot record launch costs in {path}: {exc}")
+                continue
+            for n, c in costs.items():
+                self.recorded[n] = (f"load {c['load_s']:,.0f} s, measuring {c['measure_s']:,.0f} s over {c['tests']} "
+                                    "tests")
+        return errors
+
+    def spent_lines(self, loads: Mapping[str, list[float]], took_s: float) -> list[str]:
+        """Launches and time against the plan: `launches: tp8 5 (1 + 4 rounds), ep8 1; 6 launches in 0.4 h of the
+        planned 0.2 h (budget 8 h)`."""
+        if not loads or self.plan is None:
+            return []
+        planned = self.plan.planned
+        each = [f"{c} {len(t)}" + (f" ({planned} + {len(t) - planned} rounds)" if len(t) > planned else "")
+                for c, t in loads.items()]
+        budget = f"; {hours(self.budget.charged)} of the budget's {hours(self.budget.limit_s)} as the plan prices " \
+                 "them" if self.budget is not None else ""
+        return [f"launches: {', '.join(each)}; {sum(len(t) for t in loads.values())} launches in "
+                f"{hours(took_s)}{budget}"]
+
+
+def _smallest_reference(cv: float, tolerance: float) -> int:
+    """Reference launches after which some count of new launches resolves the tolerance."""
+    for n_ref in range(2, 200):
+        if to_resolve(cv, tolerance, n_ref) is not None:
+            return n_ref
+    return 200
+
+
+def price(cv: float, tolerance: float, n_ref: int | None, launch_s: float, done: int = 0) -> str:
+    """One line: the launches (per arm for an A/B: n_ref None) that resolve `tolerance` at this CV, and their time."""
+    against = f"against {n_ref} reference launches" if n_ref is not None else "in an A/B (per arm)"
+    head = f"resolving {tolerance * 100:g}% at CV {cv * 100:.1f}% {against}"
+    n = to_resolve(cv, tolerance, n_ref)
+    if n is None:
+        return f"{head}: a reference this small cannot, at any count; record at least " \
+               f"{_smallest_reference(cv, tolerance)} launches"
+    arms = 2 if n_ref is None else 1
+    if done >= n:
+        return f"{head}: about {n} launches resolve it in 4 of 5 runs; this one had {done} and did not (its change " \
+               f"lies near the tolerance): record a larger reference, or {hours(arms * launch_s)} a further launch"
+    so_far = f" ({done} so far)" if done else ""
+    return f"{head}: about {n} launches{so_far}, {hours((n - done) * arms * launch_s)} more on this box " \
+           f"({hours(launch_s)} a launch)"
+
+
+def from_report(path: Path, launch_s: float | None) -> list[str]:
+    """A line per unresolved series of a --glm5-report: what it could see and what resolving it costs (the launch
+    time: the report's own loads and measuring, else `launch_s`)."""
+    doc = read_report(path)
+    loads: dict[str, Any] = dict(doc.get("run", {}).get("launches") or {})
+    out = []
+    for v in verdicts_of(doc, str(path)):
+        if v.verdict != Kind.UNRESOLVED or not v.stat:
+            continue
+        st = v.stat
+        own = loads.get(v.config, {}).get("load_s") or []
+        each = launch_s if launch_s is not None else (sorted(own)[len(own) // 2] if own else None)
+        if each is None:
+            out.append(f"{v.config} {v.scenario} {v.metric}: the report has no load times; give --load-time")
+            continue
+        seen = st.get("detectable")
+        could = f"could see {seen * 100:.0f}%; " if seen else ""
+        out.append(f"{v.config} {v.scenario} {v.metric}: {could}"
+                   + price(st["cv"], st["tolerance"], st.get("n_ref"), each, st.get("n_new", 0)))
+    return out or [f"{path}: no unresolved series"]
+
+
+def from_baselines(path: Path, launch_s: float | None, tolerance: float | None) -> list[str]:
+    """A line per entry with a reference: its CV, the drop one new launch finds against it, and what resolving its
+    tolerance costs (the launch time: the file's [costs.CONFIG], else `launch_s`)."""
+    store = BaselineStore(path)
+    out = []
+    for config, scenario, metric, entry in store.entries():
+        launches: Sequence[float] = entry.get("launches") or []
+        if len(launches) < 2:
+            continue
+        cv = log_cv(launches)
+        bound = store.bound(config, scenario, metric)
+        tol = tolerance if tolerance is not None else (bound.tolerance if bound is not None else 0.05)
+        cost = store.cost(config)
+        each = launch_s if launch_s is not None else (
+            float(cost["load_s"]) + float(cost["measure_s"]) if cost else None)
+        one = detectable_drop(cv, 1, 0.01, len(launches))
+        line = f"{config} {scenario} {metric}: CV {cv * 100:.1f}% over {len(launches)} launches; one new launch " \
+               f"finds a drop of {one * 100:.0f}%"
+        out.append(line + ("; " + price(cv, tol, len(launches), each) if each is not None else
+                           "; no [costs] for it: give --load-time"))
+    return out or [f"{path}: no entry with launches"]
