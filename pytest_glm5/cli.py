@@ -231,8 +231,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     except CompareError as exc:
         print(f"glm5 compare: error: {exc}", file=sys.stderr)
         return 2
-    outcome = decide(Facts(verdicts=compared.verdicts,
-                           regressed=[v for v in compared.verdicts if v.verdict == "regression"]))
+    outcome = decide(Facts(verdicts=compared.verdicts, regressed=compared.regressed))
     print("\n".join([*compared.lines, outcome.line]))
     return 1 if outcome.failed else 0
 

@@ -196,3 +196,36 @@ except ImportError as exc:
     p = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "client needs: aiohttp is not installed here" in p.stdout  # the blocker bites
+
+
+VERDICT_WORDS = {"pass", "regression", "improvement", "new", "workload changed", "unresolved", "known cost",
+                 "emulator-bound", "client-bound", "too few requests"}
+WORDS_ALLOWED = {"judge.verdicts": VERDICT_WORDS, "settings": {"new"}, "cli": {"new"}}  # "new": an update mode
+
+
+def bare_verdict_words(g_paths: list[Path]) -> list[str]:
+    """Every string literal in code (docstrings aside) that spells a verdict kind outside the vocabulary module."""
+    out = []
+    for path in g_paths:
+        module = _module(path)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
+                    and node.value in VERDICT_WORDS - WORDS_ALLOWED.get(module, set()):
+                out.append(f"{module}:{node.lineno} {node.value!r}")
+    return out
+
+
+def test_verdict_kinds_are_spelled_once() -> None:
+    # Three spellings lived side by side: Kind, decide.py's aliases "by their old names" and bare strings in 13 files.
+    assert bare_verdict_words(sorted(PKG.rglob("*.py"))) == []
+
+
+def test_a_planted_bare_verdict_word_is_caught(tmp_path: Path) -> None:
+    planted = PKG / "report" / "_planted_for_test.py"
+    try:
+        planted.write_text('def f(v):\n    """A "pass" in a docstring is prose."""\n    return v == "regression"\n')
+        assert bare_verdict_words([planted]) == ["report._planted_for_test:3 'regression'"]
+    finally:
+        planted.unlink()

@@ -30,9 +30,9 @@ from tomlkit.exceptions import TOMLKitError
 from ..metrics import geometric_mean, higher_is_better, known_metric_names, latency_family, log_cv, summarize_repeats
 from ..textfiles import SHARED_MODE, atomic_write, read_utf8
 from .verdicts import (
-    WORKLOAD_CHANGED,
     Bound,
     Change,
+    Kind,
     Verdict,
     workload_differs,
 )
@@ -97,15 +97,15 @@ def judge(config: str, scenario: str, metric: str, samples: list[float], bound: 
     median = float(spread.pop("median"))
     wl = dict(workload or {})
     if bound is None:
-        return Verdict(config, scenario, metric, median, None, "new", spread, samples, wl)
+        return Verdict(config, scenario, metric, median, None, Kind.NEW, spread, samples, wl)
     if wl and workload_differs(bound.workload, wl):
-        return Verdict(config, scenario, metric, median, bound, WORKLOAD_CHANGED, spread, samples, wl)
+        return Verdict(config, scenario, metric, median, bound, Kind.WORKLOAD_CHANGED, spread, samples, wl)
     lo = min(bound.value * (1 - bound.tolerance), bound.value - bound.slack)
     hi = max(bound.value * (1 + bound.tolerance), bound.value + bound.slack)
     if bound.kind == "floor":
-        verdict = "regression" if median < lo else ("improvement" if median > hi else "pass")
+        verdict = Kind.REGRESSION if median < lo else (Kind.IMPROVEMENT if median > hi else Kind.PASS)
     else:
-        verdict = "regression" if median > hi else ("improvement" if median < lo else "pass")
+        verdict = Kind.REGRESSION if median > hi else (Kind.IMPROVEMENT if median < lo else Kind.PASS)
     return Verdict(config, scenario, metric, median, bound, verdict, spread, samples, wl)
 
 
@@ -234,6 +234,10 @@ class BaselineStore:
         workload = entry.get("workload")
         default = self.default_tolerance()
         tolerance = default if noise_widened(entry) else entry.get("tolerance", default)
+        if len(entry.get("launches", [])) < 2:
+            # One launch says little about the next (5-10% between launches): a provisional bound is held to its
+            # file's default tolerance, never to a tighter per-entry one, until a reference is recorded.
+            tolerance = max(tolerance, default)
         return Bound(metric, kind, float(entry[kind]), float(tolerance),
                      float(entry["measured"]) if "measured" in entry else None, str(entry.get("source", "")),
                      slack, dict(workload) if workload is not None else None,
@@ -268,8 +272,9 @@ class BaselineStore:
 def select_updates(verdicts: Iterable[Verdict], mode: str) -> list[Verdict]:
     """Which verdicts --update-baselines writes: new, improved and re-measured under a changed workload; with
     mode 'all' regressions too. A passing entry is rewritten only to record more launches than its reference holds."""
-    wanted = {"new", "improvement", WORKLOAD_CHANGED} | ({"regression"} if mode == "all" else set())
-    return [v for v in verdicts if v.verdict in wanted or (establishes(v) and v.verdict in ("pass", "unresolved"))]
+    wanted = {Kind.NEW, Kind.IMPROVEMENT, Kind.WORKLOAD_CHANGED} | ({Kind.REGRESSION} if mode == "all" else set())
+    return [v for v in verdicts
+            if v.verdict in wanted or (establishes(v) and v.verdict in (Kind.PASS, Kind.UNRESOLVED))]
 
 
 def unfit_to_record(v: Verdict) -> str | None:
@@ -278,7 +283,7 @@ def unfit_to_record(v: Verdict) -> str | None:
     if v.provenance.get("cotenants"):
         return (f"{v.config} {v.scenario} {v.metric} was measured beside other processes on its GPUs "
                 f"({v.provenance['cotenants'][0]}); not recorded: measure it on a quiet machine")
-    if v.verdict == "regression" and not v.stat and len(v.launches) < 2:
+    if v.verdict == Kind.REGRESSION and not v.stat and len(v.launches) < 2:
         return (f"{v.config} {v.scenario} {v.metric} regressed on one launch only; not recorded: record a worse "
                 "bound from --glm5-launches 2 or more, so that one contended launch cannot set it")
     return None
@@ -319,9 +324,9 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
             old = doc.get(v.config, {}).get(v.scenario, {}).get(v.metric)
             before = float(old[kind]) if old is not None and kind in old else None
             value = round(geometric_mean(v.launches) if len(v.launches) >= 2 else v.measured, 4)
-            moved = v.verdict == WORKLOAD_CHANGED and workload_differs(_recorded_workload(old), v.workload)
+            moved = v.verdict == Kind.WORKLOAD_CHANGED and workload_differs(_recorded_workload(old), v.workload)
             moved = moved or establishes(v)
-            if before is not None and v.verdict != "regression" and not moved and not _better(kind, value, before):
+            if before is not None and v.verdict != Kind.REGRESSION and not moved and not _better(kind, value, before):
                 continue  # another writer recorded a better bound since this run read the file
             entry: Any = old if old is not None else tomlkit.table()
             entry[kind] = value

@@ -17,7 +17,7 @@ from typing import Any
 
 from .decide import AB_TOLERANCE, Look, ab, family
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, launches_needed
-from .verdicts import NOT_JUDGED, ReportError, Verdict, read_report, same_machines
+from .verdicts import NOT_JUDGED, Kind, ReportError, Verdict, read_report, same_machines
 
 Series = tuple[str, str, str]
 
@@ -31,9 +31,13 @@ class Outcome:
     """The lines to print, the verdicts (HEAD against BASE, after the family decision) and whether HEAD regressed."""
 
     lines: list[str]
-    regressed: bool
     compared: int
     verdicts: list[Verdict]
+
+    @property
+    def regressed(self) -> list[Verdict]:
+        """HEAD's regressions against BASE."""
+        return [v for v in self.verdicts if v.verdict == Kind.REGRESSION]
 
 
 @dataclass(frozen=True)
@@ -87,11 +91,9 @@ def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect
     verdicts = family(alone, alpha).verdicts  # what Benjamini-Hochberg does not confirm reads UNKNOWN, as in --glm5-ab
     lines = [f"{base.name} -> {head.name}: {len(common)} series, alpha {alpha:g} (Benjamini-Hochberg), tolerance "
              f"{tolerance * 100:g}%, SAME rules out {effect * 100:g}%"]
-    regressed = False
     for v in verdicts:
         answer = str(v.stat["answer"])
-        bad = v.verdict == "regression"
-        regressed = regressed or bad
+        bad = v.verdict == Kind.REGRESSION
         why = f": {v.note}" if answer == "UNKNOWN" and v.note else ""
         lines.append(f"{'REGRESSION ' if bad else ''}{v.config} {v.scenario} {v.metric}: {answer}: "
                      f"{v.stat['describe']}{why}")
@@ -112,4 +114,4 @@ def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect
         lines.append(f"cannot decide {len(blind)} series: one launch each and no reference launches in either report "
                      "to estimate the spread with; run the nights with --glm5-launches 3 (or record references with "
                      "--update-baselines --glm5-launches 5)")
-    return Outcome(lines, regressed, len(common), verdicts)
+    return Outcome(lines, len(common), verdicts)

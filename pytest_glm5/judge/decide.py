@@ -24,14 +24,8 @@ from .stats import (
     launches_needed,
     spent,
 )
-from .verdicts import NOT_JUDGED, WORKLOAD_CHANGED, Bound, Kind, Test, Verdict, workload_differs
+from .verdicts import Bound, Kind, Test, Verdict, workload_differs
 
-__all__ = ["CLIENT_BOUND", "EMULATOR_BOUND", "KNOWN_COST", "NOT_JUDGED", "UNRESOLVED"]  # the kinds, by their old names
-
-EMULATOR_BOUND = Kind.EMULATOR_BOUND
-CLIENT_BOUND = Kind.CLIENT_BOUND  # the load client's own delay is too large a share of the figure: not judged
-UNRESOLVED = Kind.UNRESOLVED
-KNOWN_COST = Kind.KNOWN_COST
 # "pass" means the data rules out a drop beyond the tolerance: the one-sided bound of the change at this confidence
 # lies inside it (as the A/B gate's SAME already works). A drop of exactly the tolerance then reads "pass" in at most
 # 5% of runs, whatever the CV; a run that cannot rule it out says "unresolved" and what would resolve it.
@@ -114,18 +108,18 @@ def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> s
     if n is None:
         return f"{could}; the {c.n_ref} reference launches cannot resolve " \
                f"{tolerance * 100:g}% at any count: record more (--update-baselines --glm5-launches 5)"
-    return f"{could}; {_more(n, c.n_new, tolerance, 'new')}"
+    return f"{could}; {_more(n, c.n_new, tolerance, 'new launch')}"
 
 
 def _more(n: int, have: int, tolerance: float, side: str) -> str:
     """`about 4 more launches would resolve it (80% power)`: the one launch count an unresolved line gives."""
     more = n - have
     if n > AFFORDABLE_LAUNCHES:
-        return f"resolving {tolerance * 100:g}% would take about {more} more {side} launches, more than a night " \
+        return f"resolving {tolerance * 100:g}% would take about {more} more {side}es, more than a night " \
                f"affords: lower the launch-to-launch spread or judge a wider tolerance"
     if more <= 0:
         return "another launch may resolve it (it has the launches that resolve such a series 4 times in 5)"
-    return f"about {more} more {side} launch{'es' if more != 1 else ''} would resolve it (80% power)"
+    return f"about {more} more {side}{'es' if more != 1 else ''} would resolve it (80% power)"
 
 
 def to_add(note: str | None) -> int | None:
@@ -145,28 +139,27 @@ def against_reference(config: str, scenario: str, metric: str, samples: list[flo
     """This run's launches against the bound's reference launches (pooled t-test on logs, one-sided)."""
     spread = summarize_repeats(samples)
     measured = float(spread.pop("median"))
-    v = Verdict(config, scenario, metric, measured, bound, "pass", spread, samples, dict(workload),
+    v = Verdict(config, scenario, metric, measured, bound, Kind.PASS, spread, samples, dict(workload),
                 launches=list(launches))
     if workload and workload_differs(bound.workload, workload):
-        v.verdict = WORKLOAD_CHANGED
+        v.verdict = Kind.WORKLOAD_CHANGED
         return v
     c = compare(launches, list(bound.launches), higher_is_better(metric))
-    # A ceiling's slack (ms) is part of its practical threshold: timer jitter is not a change worth a verdict.
-    tolerance = max(bound.tolerance, bound.slack / geometric_mean(bound.launches)) if bound.slack else bound.tolerance
+    tolerance = bound.threshold()
     v.stat = _stat(c, f"{len(bound.launches)} reference launches", f"t-test at alpha {_a(look.level)}, look "
                    f"{look.look} of {look.looks}", tolerance, look, len(bound.launches))
     v.verdict = _nightly(c, tolerance, look.level)
-    if v.verdict == UNRESOLVED:
+    if v.verdict == Kind.UNRESOLVED:
         v.note = _needed(c, look, len(bound.launches), tolerance)
     return v
 
 
 def _nightly(c: Comparison, tolerance: float, level: float) -> str:
     if -c.gain > tolerance:
-        return "regression" if c.p_worse < level else UNRESOLVED
+        return Kind.REGRESSION if c.p_worse < level else Kind.UNRESOLVED
     if c.gain > tolerance and c.p_better < level:
-        return "improvement"
-    return "pass" if worst(c) >= -tolerance else UNRESOLVED
+        return Kind.IMPROVEMENT
+    return Kind.PASS if worst(c) >= -tolerance else Kind.UNRESOLVED
 
 
 def _a(alpha: float) -> str:
@@ -189,7 +182,7 @@ def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], 
         direction = "/worse" if c.gain < 0 else "/better"
     level = 1 - 2 * look.alpha  # SAME: two one-sided tests at the run's alpha
     lo, hi = c.change_bounds(level) if c.testable else (c.change, c.change)
-    v = Verdict(config, scenario, metric, measured, None, "pass", spread, samples_b, launches=list(b))
+    v = Verdict(config, scenario, metric, measured, None, Kind.PASS, spread, samples_b, launches=list(b))
     rule = (f"{names[1]} vs {names[0]}, look {look.look} of {look.looks}: SAME if the {level * 100:g}% CI lies inside "
             f"+-{look.effect * 100:g}%, DIFFERENT if p < {_a(look.level)} and the change is beyond "
             f"{tolerance * 100:g}%")
@@ -199,9 +192,9 @@ def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], 
     v.stat["describe"] = c.describe(level) if c.testable else c.describe()
     if answer == "DIFFERENT":
         beyond = abs(c.gain) > tolerance
-        v.verdict = ("regression" if c.gain < 0 else "improvement") if beyond else "pass"
+        v.verdict = (Kind.REGRESSION if c.gain < 0 else Kind.IMPROVEMENT) if beyond else Kind.PASS
     elif answer == "UNKNOWN":
-        v.verdict = UNRESOLVED
+        v.verdict = Kind.UNRESOLVED
         v.note = _unknown(c, look, tolerance, level, (lo, hi))
     return v
 
@@ -216,7 +209,7 @@ def _unknown(c: Comparison, look: Look, tolerance: float, level: float, ci: tupl
     n = launches_needed(c.cv, look.effect, look.alpha, None, power=0.8)
     return (f"not SAME (the {level * 100:g}% CI {ci[0] * 100:+.1f}%..{ci[1] * 100:+.1f}% is not "
             f"inside +-{look.effect * 100:g}%) and not DIFFERENT ({why_not}); "
-            f"{_more(n or AFFORDABLE_LAUNCHES + 1, c.n_new, look.effect, 'per-arm')}")
+            f"{_more(n or AFFORDABLE_LAUNCHES + 1, c.n_new, look.effect, 'per-arm launch')}")
 
 
 def against_config(config: str, scenario: str, metric: str, new: list[float], ref: list[float], ref_name: str,
@@ -224,16 +217,16 @@ def against_config(config: str, scenario: str, metric: str, new: list[float], re
     """A config against its reference config's launches of this same run. One launch each has no spread, so the
     between-launch variance also comes from the recorded references of both (`prior`)."""
     c = compare(new, ref, higher_is_better(metric), prior=prior)
-    v = Verdict(config, scenario, metric, geometric_mean(new), None, "pass", launches=list(new))
+    v = Verdict(config, scenario, metric, geometric_mean(new), None, Kind.PASS, launches=list(new))
     v.stat = _stat(c, ref_name, f"t-test at alpha {_a(look.level)}", tolerance, look, len(ref), compare_to=ref_name)
     v.verdict = _nightly(c, tolerance, look.level)
-    if v.verdict == "regression" and expected_slower:
-        v.verdict = KNOWN_COST
+    if v.verdict == Kind.REGRESSION and expected_slower:
+        v.verdict = Kind.KNOWN_COST
         v.note = "declared expected_slower: only a drop against its own floors fails"
-    elif v.verdict == "regression" and len(new) < 2:
+    elif v.verdict == Kind.REGRESSION and len(new) < 2:
         # As for a series against its own reference: one launch of a config can be a slow launch (a 2.5-sigma launch
         # factor moved every metric of one config by -5% in a rehearsal of unchanged code), so it is not confirmed.
-        v.verdict = UNRESOLVED
+        v.verdict = Kind.UNRESOLVED
         v.note = "seen on one launch of this config; --glm5-launches 2 confirms or clears it"
     return v
 
@@ -260,17 +253,17 @@ def against_the_night(verdicts: Sequence[Verdict]) -> list[Verdict]:
         st = v.stat
         prior = [g for config, g in groups.items() if config != v.config]
         if not st or "answer" in st or "compare_to" in st or v.bound is None or len(v.bound.launches) < 1 \
-                or v.verdict not in ("pass", "regression") or not prior or not v.launches:
+                or v.verdict not in (Kind.PASS, Kind.REGRESSION) or not prior or not v.launches:
             out.append(v)
             continue
         c = compare(v.launches, list(v.bound.launches), higher_is_better(v.metric), prior=prior)
-        if c.cv <= st["cv"] or _nightly(c, st["tolerance"], st["alpha"]) != UNRESOLVED:
+        if c.cv <= st["cv"] or _nightly(c, st["tolerance"], st["alpha"]) != Kind.UNRESOLVED:
             out.append(v)
             continue
         note = (f"this run's launches spread wider than the test saw (CV {c.cv * 100:.1f}% with {len(prior)} other "
                 f"configs' launches, against {st['cv'] * 100:.1f}%): it rules out only a drop beyond "
                 f"{-worst(c) * 100:.1f}% (tolerance {st['tolerance'] * 100:g}%); was {v.verdict}")
-        out.append(replace(v, verdict=UNRESOLVED, note=note,
+        out.append(replace(v, verdict=Kind.UNRESOLVED, note=note,
                            stat=cast(Test, {**st, "worst": worst(c), "night_cv": c.cv})))
     return out
 
@@ -286,7 +279,7 @@ class Family:
     @property
     def confirmed(self) -> list[Verdict]:
         """The regressions the family confirmed: they fail the run."""
-        return [v for v in self.verdicts if v.verdict == "regression" and v.stat]
+        return [v for v in self.verdicts if v.verdict == Kind.REGRESSION and v.stat]
 
 
 def family(verdicts: Sequence[Verdict], q: float) -> Family:
@@ -303,10 +296,11 @@ def family(verdicts: Sequence[Verdict], q: float) -> Family:
     out = list(alone)
     for i, w, b in zip(tested, worse, better, strict=True):
         v = alone[i]
-        if (v.verdict in ("regression", KNOWN_COST) and not w) or (v.verdict == "improvement" and not b):
+        if (v.verdict in (Kind.REGRESSION, Kind.KNOWN_COST) and not w) or (v.verdict == Kind.IMPROVEMENT and not b):
             stat = cast(Test, dict(v.stat))
             if "answer" in stat:
                 stat["answer"] = "UNKNOWN"
-            out[i] = replace(v, verdict=UNRESOLVED if v.verdict != "improvement" else "pass", note=why, stat=stat,
+            out[i] = replace(v, verdict=Kind.UNRESOLVED if v.verdict != Kind.IMPROVEMENT else Kind.PASS, note=why,
+                             stat=stat,
                              alone=(v.verdict, v.note, v.stat.get("answer")))
     return Family(len(tested), out)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..configs import ServerConfig
@@ -24,7 +24,7 @@ from .baselines import BaselineError, BaselineStore, baseline_path, judge, model
 from .decide import Look, per_launch
 from .provenance import Provenance
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
-from .verdicts import NOT_JUDGED, WORKLOAD_CHANGED, WORKLOAD_KEYS, Kind, Test, Verdict
+from .verdicts import NOT_JUDGED, WORKLOAD_KEYS, Kind, Test, Verdict, threshold
 
 
 def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
@@ -103,7 +103,7 @@ def _client_bound(results: Sequence[BenchResult]) -> Callable[[str, float], str 
     return why
 
 
-JUDGED = ("pass", "regression", "improvement", decide.UNRESOLVED, decide.KNOWN_COST)
+JUDGED = (Kind.PASS, Kind.REGRESSION, Kind.IMPROVEMENT, Kind.UNRESOLVED, Kind.KNOWN_COST)
 
 
 @dataclass(frozen=True)
@@ -290,31 +290,27 @@ class PerfGate:
                 v = decide.ab(config, scenario, metric, a, b, ab, b_samples, look)
             elif bound is not None and behind is not None:
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
-                if v.verdict != WORKLOAD_CHANGED:
-                    v.verdict, v.note = decide.EMULATOR_BOUND, behind
+                if v.verdict != Kind.WORKLOAD_CHANGED:
+                    v.verdict, v.note = Kind.EMULATOR_BOUND, behind
             elif bound is None or bound.provisional:
-                if bound is not None and bound.tolerance < store.default_tolerance():
-                    # One launch says little about the next (5-10% between launches): a provisional bound is held to
-                    # its file's default tolerance, never to a tighter per-entry one, until a reference is recorded.
-                    bound = replace(bound, tolerance=store.default_tolerance())
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
                 v.launches = per_launch(samples, labels)
             else:
                 v = decide.against_reference(config, scenario, metric, samples, per_launch(samples, labels), bound,
                                              provenance.workload, look)
-            tolerance = bound.tolerance if bound is not None else store.default_tolerance()
+            tolerance = bound.threshold() if bound is not None else store.default_tolerance()
             starved = client(metric, tolerance) if client is not None and not ab else None
             if starved and v.verdict in JUDGED:
                 # Never a regression and never a pass: the client, not the server, set this figure. (A new metric
                 # stays new: --update-baselines runs alone on the box, and the entry's provenance keeps the figures.)
-                v.verdict, v.note = decide.CLIENT_BOUND, starved
+                v.verdict, v.note = Kind.CLIENT_BOUND, starved
             v.provenance = provenance.as_entry()
             v.model = provenance.model
             out.append(v)
             # A regression, provisional or statistical, fails its gate item at the end of the run (gatereport.py).
-            if v.verdict == "new" and self.strict and not ab:
+            if v.verdict == Kind.NEW and self.strict and not ab:
                 failures.append(v.line() + f"; --glm5-strict-baselines needs an entry in {path}")
-        if not store.has_config(config) and all(v.verdict == "new" for v in out) and not ab:
+        if not store.has_config(config) and all(v.verdict == Kind.NEW for v in out) and not ab:
             loud = (f"NO BASELINES: {config} has no entry in {path} (hardware {provenance.hardware}, model key "
                     f"{model_key(provenance.model)} of {provenance.model}): every metric reads new, nothing is gated")
             for v in out:
@@ -325,12 +321,12 @@ class PerfGate:
                                 "--glm5-require-baselines)")
         # Unresolved: another launch may decide it. A regression seen on one launch only is confirmed on a second (a
         # host hiccup hits one measurement); requiring more evidence never raises the false-alarm rate.
-        undecided = any(v.stat and (v.verdict == decide.UNRESOLVED
-                                    or (v.verdict == "regression" and len(v.launches) < 2))
+        undecided = any(v.stat and (v.verdict == Kind.UNRESOLVED
+                                    or (v.verdict == Kind.REGRESSION and len(v.launches) < 2))
                         for v in out) and not look.last
         if self.strict and not undecided:
             failures += [v.line() + "; --glm5-strict-baselines fails what cannot be decided" for v in out
-                         if v.verdict == decide.UNRESOLVED]
+                         if v.verdict == Kind.UNRESOLVED]
         return Checked(out, failures, undecided)
 
     def record(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked) -> None:
@@ -352,9 +348,9 @@ class PerfGate:
             if len(values) < 2 or min(values) <= 0:
                 return len(values) < 2
             bound = store.bound(config, scenario, metric)
-            tolerance = bound.tolerance if bound is not None else store.default_tolerance()
-            if not higher_is_better(metric):  # a ceiling's slack is part of its practical threshold, as judged
-                tolerance = max(tolerance, store.latency_slack_ms() / geometric_mean(values))
+            slack = 0.0 if higher_is_better(metric) else store.latency_slack_ms()
+            tolerance = bound.threshold(geometric_mean(values)) if bound is not None else \
+                threshold(store.default_tolerance(), slack, geometric_mean(values))
             cv = log_cv(values)
             n = decide.to_resolve(cv, tolerance, len(values))
             if n is None or n > looks:
@@ -405,8 +401,8 @@ def versus_of(config: str, scenario: str, verdicts: Sequence[Verdict], everythin
     out = []
     for metric, v in mine.items():
         r = theirs.get(metric)
-        if r is None or not v.launches or not r.launches or v.verdict in decide.NOT_JUDGED \
-                or r.verdict in decide.NOT_JUDGED:
+        if r is None or not v.launches or not r.launches or v.verdict in NOT_JUDGED \
+                or r.verdict in NOT_JUDGED:
             continue
         prior = [list(b.launches) for b in (v.bound, r.bound) if b is not None]
         tolerance = v.bound.tolerance if v.bound is not None else decide.AB_TOLERANCE

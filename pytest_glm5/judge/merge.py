@@ -15,7 +15,7 @@ from typing import Any
 from . import decide
 from .baselines import BaselineError, baseline_path, select_updates, unfit_to_record, write_updates
 from .stats import DEFAULT_ALPHA, detectable_drop
-from .verdicts import Change, ReportError, Verdict, same_machines, verdict_from_doc
+from .verdicts import Change, Kind, ReportError, Verdict, same_machines, verdict_from_doc
 
 
 class MergeError(Exception):
@@ -123,7 +123,8 @@ def update(root: Path, verdicts: Sequence[Verdict], mode: str) -> tuple[list[Cha
     drawn: dict[Path, list[Verdict]] = {}
     rewritten = {id(v) for v in chosen}
     for v in verdicts:
-        if v.cdf and id(v) not in rewritten and v.verdict in ("pass", "unresolved") and unfit_to_record(v) is None:
+        healthy = v.verdict in (Kind.PASS, Kind.UNRESOLVED) and unfit_to_record(v) is None
+        if v.cdf and id(v) not in rewritten and healthy:
             path = baseline_path(root, str(v.provenance.get("hardware")), v.model)
             drawn.setdefault(path, []).append(v)
             by_file.setdefault(path, [])

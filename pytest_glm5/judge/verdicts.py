@@ -12,6 +12,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
+from ..metrics import geometric_mean
+
 
 class Kind(StrEnum):
     """What a verdict says. A str, so documents and baselines keep the words they always had."""
@@ -87,6 +89,18 @@ class Bound:
         """Recorded from fewer than two launches: no between-launch spread to test with."""
         return len(self.launches) < 2
 
+    def threshold(self, level: float | None = None) -> float:
+        """The practical threshold this bound holds a series to (the tolerance rule, `threshold` below), relative
+        to `level`, else its reference launches' level, else its value."""
+        ref = level if level is not None else (geometric_mean(self.launches) if self.launches else self.value)
+        return threshold(self.tolerance, self.slack, ref)
+
+
+def threshold(tolerance: float, slack: float, level: float) -> float:
+    """The tolerance rule, once: the smallest change worth a verdict is the tolerance, widened for a ceiling by its
+    slack in ms at this level (timer jitter of 2 ms on a 20 ms TTFT is no 10% regression)."""
+    return max(tolerance, slack / level) if slack and level > 0 else tolerance
+
 
 @dataclass
 class Verdict:
@@ -156,7 +170,7 @@ class Verdict:
                    f"{st.get('answer') or self.verdict}{tail}"
         if self.bound is None:
             return f"{head} (new: no baseline yet)"
-        if self.verdict == WORKLOAD_CHANGED:
+        if self.verdict == Kind.WORKLOAD_CHANGED:
             return (f"{head} (workload changed: baseline recorded with {describe_workload(self.bound.workload)}, "
                     f"measured with {describe_workload(self.workload)}; not compared, record it with "
                     "--update-baselines)")
@@ -170,7 +184,6 @@ class Verdict:
                 f"tolerance {b.tolerance * 100:g}%{slack}{prov}{note})")
 
 
-WORKLOAD_CHANGED = Kind.WORKLOAD_CHANGED
 WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling")
 # What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one.
 WORKLOAD_LEGACY = {"range_ratio": 1.0, "sampling": "uniform"}

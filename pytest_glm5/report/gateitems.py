@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from typing import Any
 
-from ..judge.verdicts import Verdict
+from ..judge.verdicts import Kind, Verdict
 
 GATE = "glm5-gate"
 
@@ -24,7 +24,7 @@ def gate_id(test: str) -> str:
 
 def regressions(verdicts: Iterable[Verdict], confirmed: Sequence[Verdict]) -> list[Verdict]:
     """The family's confirmed regressions and those of provisional bounds (one launch, no statistics)."""
-    return [*confirmed, *(v for v in verdicts if v.verdict == "regression" and not v.stat)]
+    return [*confirmed, *(v for v in verdicts if v.verdict == Kind.REGRESSION and not v.stat)]
 
 
 def by_test(regressed: Iterable[Verdict]) -> dict[str, list[Verdict]]:

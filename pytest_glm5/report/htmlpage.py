@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..judge.verdicts import Kind
 from ..metrics import geometric_mean, latency_family
 from .exports import write_text
 from .markdown import change_text, order, target_text
@@ -202,7 +203,7 @@ def page_data(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), hist
     data = {"run": doc.get("run") or {}, "counts": counts, "crashes": len([c for c in configs if c["crash"]]),
             "verdicts": [_compact_verdict(d) for d in verdicts], "configs": configs,
             "history": _history(analyses), "history_note": history_note}
-    return _fit(data, {d["config"] for d in verdicts if d["verdict"] == "regression"})
+    return _fit(data, {d["config"] for d in verdicts if d["verdict"] == Kind.REGRESSION})
 
 
 def _size(data: Any) -> int:
@@ -237,7 +238,7 @@ def render(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), history
     """The page as one string."""
     data = page_data(doc, analyses, history_note)
     run = data["run"]
-    regs = data["counts"].get("regression", 0)
+    regs = data["counts"].get(Kind.REGRESSION, 0)
     title = (f"glm5: {regs} regression{'s' if regs != 1 else ''}" if regs else "glm5: no regression") + (
         f" · {run.get('hardware', '')}" if run.get("hardware") else "")
     blob = json.dumps(data, separators=(",", ":"), default=str).replace("</", "<\\/")

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..judge.verdicts import times
+from ..judge.verdicts import Kind, times
 
 LIMIT = 64 * 1024
-GOOD = ("pass", "known cost")
+GOOD = (Kind.PASS, Kind.KNOWN_COST)
 
 
 def number(x: float | None) -> str:
@@ -94,19 +94,19 @@ def table(verdicts: Sequence[dict[str, Any]]) -> list[str]:
 
 def order(verdicts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Regressions first, then the rest that needs a look, then the good ones; stable within a kind."""
-    rank = {"regression": 0, "unresolved": 1, "workload changed": 2, "new": 3, "improvement": 4}
+    rank = {Kind.REGRESSION: 0, Kind.UNRESOLVED: 1, Kind.WORKLOAD_CHANGED: 2, Kind.NEW: 3, Kind.IMPROVEMENT: 4}
     return sorted(verdicts, key=lambda d: rank.get(d["verdict"], 5))
 
 
 def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT) -> str:
     """The summary of one run document, within `limit` bytes."""
     verdicts = [*doc.get("verdicts", []), *doc.get("versus", [])]
-    by = {k: [d for d in verdicts if d["verdict"] == k] for k in ("regression", "improvement", "new")}
+    by = {k: [d for d in verdicts if d["verdict"] == k] for k in (Kind.REGRESSION, Kind.IMPROVEMENT, Kind.NEW)}
     problems: dict[str, str] = doc.get("problems") or {}
     known: dict[str, str] = doc.get("known_issues") or {}
     targets = [d for d in doc.get("verdicts", []) if (d.get("bound") or {}).get("target") is not None]
     where = f"the HTML report ({html_name})" if html_name else "the JSON report (--glm5-report)"
-    n_reg = len(by["regression"])
+    n_reg = len(by[Kind.REGRESSION])
     head = (f"## glm5: {n_reg} regression{'s' if n_reg != 1 else ''} of {len(verdicts)} series"
             if n_reg else f"## glm5: no regression in {len(verdicts)} series")
     if problems:
@@ -118,9 +118,9 @@ def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT
     meta = " · ".join(str(x) for x in (run.get("commit") and f"commit `{run['commit']}`", run.get("hardware"),
                                        run.get("time")) if x)
     sections: list[tuple[str, list[str]]] = [
-        ("Regressions", [line(d) for d in by["regression"]]),
-        ("Improvements", [line(d) for d in by["improvement"]]),
-        ("New metrics (no baseline yet)", [line(d) for d in by["new"]]),
+        ("Regressions", [line(d) for d in by[Kind.REGRESSION]]),
+        ("Improvements", [line(d) for d in by[Kind.IMPROVEMENT]]),
+        ("New metrics (no baseline yet)", [line(d) for d in by[Kind.NEW]]),
         ("Crashes", [f"- **{_esc(name)}**{' (known issue, expected)' if name in known else ''}: {_esc(why)[:600]}"
                      for name, why in problems.items()]),
         ("Not run", [f"- **{_esc(name)}**: {_esc(why)}" for name, why in (run.get("not_run") or {}).items()]),

@@ -101,7 +101,8 @@ def decide(f: Facts) -> Outcome:
     if f.regressed:
         named = ", ".join(f"{v.config} {v.scenario} {v.metric} {_change(v)}" for v in f.regressed[:3])
         more = f", and {len(f.regressed) - 3} more" if len(f.regressed) > 3 else ""
-        reasons.append(f"{_n(len(f.regressed), 'regression')} ({named}{more})")
+        n = len(f.regressed)
+        reasons.append(f"{n} regression{'s' if n != 1 else ''} ({named}{more})")
     crashed = [n for n in f.problems if n not in f.known]
     if crashed:
         reasons.append(f"{_n(len(crashed), 'config')} crashed or could not run ({', '.join(crashed)})")

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import proxies
-from ..judge.decide import CLIENT_BOUND, EMULATOR_BOUND, KNOWN_COST, UNRESOLVED
 from ..judge.merge import Merged
-from ..judge.verdicts import WORKLOAD_CHANGED, Change, Kind, Verdict, fmt, times, unit_of
+from ..judge.verdicts import Change, Kind, Verdict, fmt, times, unit_of
 from ..settings import Settings
 from .outcome import Outcome, series_total
 from .outputs import Written
@@ -78,16 +77,16 @@ class WorkerLines:
         pass
 
 
-MARKS = {"pass": "ok", "regression": "REGRESSION", "improvement": "improved", "new": "new",
-         WORKLOAD_CHANGED: "workload changed", UNRESOLVED: "unresolved", EMULATOR_BOUND: "emulator-bound",
-         CLIENT_BOUND: "client-bound", KNOWN_COST: "known cost", Kind.TOO_FEW: "too few requests"}
+# The table's word for each kind: its own, except these three.
+MARKS: dict[str, str] = {**{k: str(k) for k in Kind}, Kind.PASS: "ok", Kind.REGRESSION: "REGRESSION",
+                         Kind.IMPROVEMENT: "improved"}
 
 
 def _verdict_cell(v: Verdict) -> str:
     answer = v.stat.get("answer") if v.stat else None
     mark = MARKS[v.verdict]
     if answer:
-        return answer if mark in ("ok", "unresolved") else f"{answer} {mark}"
+        return answer if mark in ("ok", Kind.UNRESOLVED) else f"{answer} {mark}"
     return mark
 
 
@@ -203,9 +202,9 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     """The run's one count of series, then regressions, improvements (with the hint), unresolved and not-judged
     series, new metrics, crashed, skipped and unfinished configs, baseline changes."""
     out: list[str] = []
-    regs = [v for v in verdicts if v.verdict == "regression"]
-    imps = [v for v in verdicts if v.verdict == "improvement"]
-    new = [v for v in verdicts if v.verdict == "new"]
+    regs = [v for v in verdicts if v.verdict == Kind.REGRESSION]
+    imps = [v for v in verdicts if v.verdict == Kind.IMPROVEMENT]
+    new = [v for v in verdicts if v.verdict == Kind.NEW]
     if verdicts:
         held = (f"; any false alarm among them held to {alpha:g} (Benjamini-Hochberg over the run, alpha spending "
                 "over added launches)") if family_size else ""
@@ -215,12 +214,12 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     if regs:
         out.append(f"regressions ({len(regs)}):")
         out += [f"  {v.line()}" for v in regs]
-    unresolved = [v for v in verdicts if v.verdict == UNRESOLVED]
+    unresolved = [v for v in verdicts if v.verdict == Kind.UNRESOLVED]
     if unresolved:
         out.append(f"unresolved ({len(unresolved)}; they fail only with --glm5-strict-baselines):")
         out += [f"  {v.line()}" for v in unresolved]
-    for kind, title in ((EMULATOR_BOUND, "not judged, the emulator could not keep up with its model"),
-                        (CLIENT_BOUND, "not judged, the load client measured its own delay (never a pass, never "
+    for kind, title in ((Kind.EMULATOR_BOUND, "not judged, the emulator could not keep up with its model"),
+                        (Kind.CLIENT_BOUND, "not judged, the load client measured its own delay (never a pass, never "
                                        "a regression)"),
                         (Kind.TOO_FEW, "not judged, a percentile from fewer requests than it needs")):
         bound = [v for v in verdicts if v.verdict == kind]
@@ -237,7 +236,7 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
         out += [f"  {v.line()}" for v in new]
         if not update_mode:
             out.append("  record them with: pytest ... --update-baselines")
-    moved = [v for v in verdicts if v.verdict == WORKLOAD_CHANGED]
+    moved = [v for v in verdicts if v.verdict == Kind.WORKLOAD_CHANGED]
     if moved:
         out.append(f"measured under another workload than their baseline, not compared ({len(moved)}):")
         out += [f"  {v.line()}" for v in moved]
@@ -333,8 +332,9 @@ def campaign_lines(versus: Sequence[Verdict]) -> list[str]:
         parts = []
         for v in vs:
             lo, hi = v.stat["ci"]
-            mark = {"regression": " REGRESSION", KNOWN_COST: " (known cost)", UNRESOLVED: " (unresolved)",
-                    "improvement": " (better)"}.get(v.verdict, "")
+            marks: dict[str, str] = {Kind.REGRESSION: " REGRESSION", Kind.KNOWN_COST: " (known cost)",
+                                     Kind.UNRESOLVED: " (unresolved)", Kind.IMPROVEMENT: " (better)"}
+            mark = marks.get(v.verdict, "")
             parts.append(f"{v.scenario} {v.metric} {v.stat['change'] * 100:+.1f}% [{lo * 100:+.1f}%, "
                          f"{hi * 100:+.1f}%]{mark}")
         out.append(f"  {config} vs {ref}: " + ", ".join(parts))
