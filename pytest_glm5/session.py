@@ -49,6 +49,7 @@ class RunError(Exception):
 class TestItem:
     """What the session needs of a collected test."""
 
+    __test__ = False  # a value, not a test class: pytest must not try to collect it
     nodeid: str
     config: str | None  # its server_config marker's
     markers: frozenset[str] = frozenset()
