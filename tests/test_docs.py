@@ -173,3 +173,16 @@ def test_the_gpu_wheel_list_covers_the_packages_dependencies() -> None:
         part = text.split(head, 1)[1].split(" - ", 1)[0].split(" It ", 1)[0]
         listed |= {w.strip(" .,").lower() for w in part.split(",")}
     assert sorted(names - listed) == []
+
+
+def test_the_layout_page_names_every_module() -> None:
+    # The README's Layout missed four modules, and a moved module kept its old name there.
+    pkg = ROOT / "pytest_glm5"
+    modules = {str(p.relative_to(pkg)) for p in pkg.rglob("*.py")}
+    text = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`([\w/]+\.py)`", text))
+    assert sorted(modules - named) == [], "add these to docs/layout.md"
+    beside = {p.name for p in ROOT.glob("*.py")} | {p.name for p in (ROOT / "scripts").glob("*.py")}
+    stale = sorted(n for n in named if n not in modules and n not in beside and not n.startswith(("tests/",
+                                                                                                   "scripts/")))
+    assert stale == [], "docs/layout.md names modules that are not there"
