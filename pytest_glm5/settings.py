@@ -29,17 +29,11 @@ class SettingsError(Exception):
 
 
 def _positive(value: str) -> float:
-    number = float(value)
-    if not number > 0 or number == float("inf"):
-        raise ValueError("must be a number > 0")
-    return number
+    return _number_in(value, lambda x: 0 < x < float("inf"), "must be a number > 0")
 
 
 def _non_negative(value: str) -> float:
-    number = float(value)
-    if not number >= 0 or number == float("inf"):
-        raise ValueError("must be a number >= 0")
-    return number
+    return _number_in(value, lambda x: 0 <= x < float("inf"), "must be a number >= 0")
 
 
 def _count(value: str) -> int:
@@ -89,48 +83,36 @@ def parse_hardware(value: str) -> str:
     return value
 
 
-def parse_effect(value: str) -> float:
-    """The smallest change worth finding, in (0, 1); ValueError saying so (0 could never be ruled out)."""
+def _number_in(value: str, ok: Callable[[float], bool], message: str) -> float:
+    """A number `ok` accepts; ValueError with `message` for anything else (text, nan, out of range)."""
     try:
         number = float(value)
     except ValueError:
-        number = 0.0
-    if not 0 < number < 1:
-        raise ValueError("must be a fraction in (0, 1), e.g. 0.05: a change of 0 can never be ruled out")
+        raise ValueError(message) from None
+    if not ok(number):
+        raise ValueError(message)
     return number
+
+
+def parse_effect(value: str) -> float:
+    """The smallest change worth finding, in (0, 1); ValueError saying so (0 could never be ruled out)."""
+    return _number_in(value, lambda x: 0 < x < 1,
+                      "must be a fraction in (0, 1), e.g. 0.05: a change of 0 can never be ruled out")
 
 
 def parse_alpha(value: str) -> float:
     """A false-alarm rate in (0, 0.5); ValueError saying so."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise ValueError("must be a probability in (0, 0.5), e.g. 0.01") from None
-    if not 0 < number < 0.5:
-        raise ValueError("must be a probability in (0, 0.5), e.g. 0.01")
-    return number
+    return _number_in(value, lambda x: 0 < x < 0.5, "must be a probability in (0, 0.5), e.g. 0.01")
 
 
 def parse_fraction(value: str) -> float:
     """A fraction in [0, 1); ValueError saying so."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise ValueError("must be a fraction in [0, 1), e.g. 0.02") from None
-    if not 0 <= number < 1:
-        raise ValueError("must be a fraction in [0, 1), e.g. 0.02")
-    return number
+    return _number_in(value, lambda x: 0 <= x < 1, "must be a fraction in [0, 1), e.g. 0.02")
 
 
 def parse_ratio(value: str) -> float:
     """A number in [0, 1] (bench_serving's range ratio: 1 = fixed lengths); ValueError saying so."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not 0 <= number <= 1:
-        raise ValueError("must be a number in [0, 1] (1 = fixed lengths)")
-    return number
+    return _number_in(value, lambda x: 0 <= x <= 1, "must be a number in [0, 1] (1 = fixed lengths)")
 
 
 def parse_ab(value: str) -> tuple[str, str]:
@@ -489,11 +471,20 @@ def check_writable_dir(path: Path, what: str) -> None:
     """Create the directory if needed and prove a file can be written there; SettingsError otherwise."""
     try:
         path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".glm5-write-check-"):
+    except OSError as exc:
+        raise SettingsError(f"{what} {path} cannot be created or written to: {exc.strerror or exc}; pick another "
+                            "directory") from None
+    _probe(path, what, path)
+
+
+def _probe(directory: Path, what: str, path: Path) -> None:
+    """A real write in `directory` (access() says yes to root even where nothing can be created, as in /proc)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".glm5-write-check-"):
             pass
     except OSError as exc:
         raise SettingsError(f"{what} {path} cannot be created or written to: {exc.strerror or exc}; pick another "
-                              "directory") from None
+                            "directory") from None
 
 
 def check_creatable_dir(path: Path, what: str) -> None:
@@ -504,12 +495,7 @@ def check_creatable_dir(path: Path, what: str) -> None:
         probe = probe.parent
     if not probe.is_dir():
         raise SettingsError(f"{what} {path} cannot be created: {probe} is not a directory; pick another directory")
-    try:
-        with tempfile.NamedTemporaryFile(dir=probe, prefix=".glm5-write-check-"):
-            pass
-    except OSError as exc:
-        raise SettingsError(f"{what} {path} cannot be created or written to: {exc.strerror or exc}; pick another "
-                            "directory") from None
+    _probe(probe, what, path)
 
 
 def check_writable_file(path: Path, what: str) -> None:

@@ -275,16 +275,24 @@ async def handle_sim_requests(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
-async def handle_generate(request: web.Request) -> web.StreamResponse:
-    """SGLang's native POST /generate: cumulative text and meta_info per chunk, then [DONE]."""
-    srv: SimServer = request.app["srv"]
-    received = float(request.get("arrival") or time.perf_counter())
+async def _json_object(request: web.Request) -> dict[str, Any] | web.Response:
+    """A request's JSON object body, or the 400 SGLang answers for anything else."""
     try:
         body = await request.json()
     except json.JSONDecodeError:
         return _error(400, "request body is not valid JSON")
     if not isinstance(body, dict):
         return _error(400, "request body must be a JSON object")
+    return body
+
+
+async def handle_generate(request: web.Request) -> web.StreamResponse:
+    """SGLang's native POST /generate: cumulative text and meta_info per chunk, then [DONE]."""
+    srv: SimServer = request.app["srv"]
+    received = float(request.get("arrival") or time.perf_counter())
+    body = await _json_object(request)
+    if isinstance(body, web.Response):
+        return body
     plen = _prompt_len(srv, body, "input_ids", "text")
     if isinstance(plen, web.Response):
         return plen
@@ -349,12 +357,9 @@ def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
 async def handle_completions(request: web.Request) -> web.StreamResponse:
     """OpenAI POST /v1/completions with SGLang's extras (ignore_eos) and stream_options.include_usage."""
     srv: SimServer = request.app["srv"]
-    try:
-        body = await request.json()
-    except json.JSONDecodeError:
-        return _error(400, "request body is not valid JSON")
-    if not isinstance(body, dict):
-        return _error(400, "request body must be a JSON object")
+    body = await _json_object(request)
+    if isinstance(body, web.Response):
+        return body
     prompt = body.get("prompt")
     strict = srv.ns.sim_openai_strict
     if strict and not isinstance(prompt, str):

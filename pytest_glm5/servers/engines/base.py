@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...configs import ServerConfig
+from ...spec import sglang as spec
 
 
 class EngineError(Exception):
@@ -129,3 +130,14 @@ def gpus_for(engine: Engine, cfg: ServerConfig, total: int) -> tuple[int, str]:
     if found is not None:
         return found
     return total, f"{engine.name} flags do not say; every GPU unless the config sets gpus"
+
+
+class SpeaksSGLang(Engine):
+    """An engine that speaks SGLang 0.5.23: its fatal and compiling log lines, its info and readiness paths (the
+    real server and the emulator alike)."""
+
+    fatal_patterns = spec.FATAL_PATTERNS
+    compiling_patterns = spec.COMPILING_PATTERNS
+    info_path = spec.INFO_PATH
+    info_fallbacks = spec.INFO_FALLBACKS
+    ready_paths = spec.READY_PATHS

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...configs import ServerConfig
 from ...spec import sglang as spec
-from .base import Engine, Preflight, python_says
+from .base import Preflight, SpeaksSGLang, python_says
 
 PREFLIGHT_TIMEOUT_S = 300.0
 PREFLIGHT_CODE = (
@@ -58,15 +58,10 @@ def find_python() -> str:
     return candidates[0]
 
 
-class SGLangEngine(Engine):
+class SGLangEngine(SpeaksSGLang):
     """The real SGLang server, in the same or another Python environment."""
 
     name = "sglang"
-    fatal_patterns = spec.FATAL_PATTERNS
-    compiling_patterns = spec.COMPILING_PATTERNS
-    info_path = spec.INFO_PATH
-    info_fallbacks = spec.INFO_FALLBACKS
-    ready_paths = spec.READY_PATHS
 
     def __init__(self, python: str | None = None) -> None:
         self._python = python

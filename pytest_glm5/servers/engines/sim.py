@@ -14,18 +14,13 @@ from ...sim.args import build_parser
 from ...sim.profile import DEFAULT_PROFILE, ProfileError, load_profile
 from ...spec import sglang as spec
 from ...telemetry import sim_hardware_key
-from .base import Engine, EngineError, Preflight
+from .base import EngineError, Preflight, SpeaksSGLang
 
 
-class SimEngine(Engine):
+class SimEngine(SpeaksSGLang):
     """`python -m pytest_glm5.sim`: speaks, performs and fails like SGLang."""
 
     name = "sim"
-    fatal_patterns = spec.FATAL_PATTERNS
-    compiling_patterns = spec.COMPILING_PATTERNS
-    info_path = spec.INFO_PATH
-    info_fallbacks = spec.INFO_FALLBACKS
-    ready_paths = spec.READY_PATHS
     stack_dump_signal = signal.SIGUSR1
 
     def __init__(self, profile: str | None = None, time_scale: float = 1.0, slowdown: float = 1.0,
