@@ -50,12 +50,6 @@ def quantile_of(metric: str) -> float | None:
     return None
 
 
-def latency_family(metric: str) -> str:
-    """`ttft` or `itl` for a metric taken over that distribution (`p99_ttft_ms`, `mean_itl_ms`), else ""."""
-    parts = metric.split("_")
-    return parts[1] if len(parts) == 3 and parts[1] in ("ttft", "itl") and parts[2] == "ms" else ""
-
-
 CDF_POINTS = 21  # a recorded distribution: 0, 5, ... 100%
 
 
@@ -73,16 +67,52 @@ def requests_needed(q: float) -> int:
 
 def known_metric_names() -> frozenset[str]:
     """Every metric name a baseline may hold."""
-    names = set(THROUGHPUT_METRICS) | set(COUNT_METRICS) | {"max_itl_ms"}
-    for fam in LATENCY_FAMILIES:
-        for stat in STATS:
-            names.add(f"{stat}_{fam}_ms")
-    return frozenset(names)
+    return frozenset(METRICS)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What a metric is, in one place: its name (bench_serving's), the unit shown after its value, its direction
+    (a floor when higher is better, else a ceiling) and the latency distribution it is taken over (`ttft`, `itl`)."""
+
+    name: str
+    unit: str
+    higher_is_better: bool
+    family: str = ""
+
+
+def _described(name: str) -> Metric:
+    parts = name.split("_")
+    family = parts[1] if len(parts) == 3 and parts[1] in ("ttft", "itl") and parts[2] == "ms" else ""
+    unit = (" ms" if name.endswith("_ms") else " req/s" if name == "request_throughput" else
+            "x" if name.startswith("scaling") else
+            " tok/s" if "throughput" in name or name == "max_output_tokens_per_s" else "")
+    return Metric(name, unit, name in THROUGHPUT_METRICS or name in ("completed", "concurrency"), family)
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in map(_described, [
+    *THROUGHPUT_METRICS, *COUNT_METRICS, "max_itl_ms",
+    *(f"{stat}_{fam}_ms" for fam in LATENCY_FAMILIES for stat in STATS)])}
+
+
+def metric_info(name: str) -> Metric:
+    """The table's row of a metric (a name outside it is described by the same rules)."""
+    return METRICS.get(name) or _described(name)
 
 
 def higher_is_better(metric: str) -> bool:
     """True for throughput-like metrics (floors), False for latency-like ones (ceilings)."""
-    return metric in THROUGHPUT_METRICS or metric in ("completed", "concurrency")
+    return metric_info(metric).higher_is_better
+
+
+def latency_family(metric: str) -> str:
+    """`ttft` or `itl` for a metric taken over that distribution (`p99_ttft_ms`, `mean_itl_ms`), else ""."""
+    return metric_info(metric).family
+
+
+def unit_of(metric: str) -> str:
+    """The unit shown after a value."""
+    return metric_info(metric).unit
 
 
 @dataclass

@@ -31,8 +31,8 @@ class Fail(Protocol):
 
 
 @dataclass(frozen=True)
-class Plan:
-    """How a scenario was measured, so that the gate can add launches of it."""
+class Recipe:
+    """How a scenario was measured (its recipe), so that the config's rounds can measure it again on a new launch."""
 
     concurrency: int
     num_prompts: int | None
@@ -44,7 +44,7 @@ class Plan:
 class Pending:
     """A scenario whose series the config's rounds measure again: how, which metrics, everything so far."""
 
-    plan: Plan
+    plan: Recipe
     metrics: list[str] | None
     results: list[BenchResult]
     test: str = ""  # the test that measured it first: its gate item fails on a regression
@@ -114,10 +114,10 @@ class PerfContext:
         return self.provenances[key]
 
 
-def workload(server: ServerHandle, run: PerfContext, concurrency: int, num_prompts: int, **kw: Any) -> Workload:
+def workload(server: ServerHandle, ctx: PerfContext, concurrency: int, num_prompts: int, **kw: Any) -> Workload:
     """A Workload with the run's defaults: the config's (else the engine's) protocol, the stall timeout."""
     kw.setdefault("protocol", server.config.protocol or server.engine.protocol)
-    kw.setdefault("stall_timeout_s", run.pool.settings.stall_timeout)
+    kw.setdefault("stall_timeout_s", ctx.pool.settings.stall_timeout)
     return Workload(concurrency=concurrency, num_prompts=num_prompts, **kw)
 
 
@@ -130,32 +130,32 @@ def after_failed_run(pool: ServerPool, failed: Measured | Stability) -> None:
         pool.notice_death()
 
 
-def bench(server: ServerHandle, run: PerfContext, fail: Fail, concurrency: int = 1, num_prompts: int | None = None,
+def bench(server: ServerHandle, ctx: PerfContext, fail: Fail, concurrency: int = 1, num_prompts: int | None = None,
           **kw: Any) -> BenchResult:
     """One watched measurement; a death, hang or unanswered server fails the test with its report."""
     kw.setdefault("warmup", concurrency)
     try:
-        wl = workload(server, run, concurrency, num_prompts or max(8, 4 * concurrency), **kw)
+        wl = workload(server, ctx, concurrency, num_prompts or max(8, 4 * concurrency), **kw)
     except ValueError as exc:
         fail(f"bad workload for {server.config.name}: {exc}")
-    before = run.pool.cotenants()
-    m = measure(server, wl, run.pool.progress)
-    done = getattr(run.pool.progress, "done", None)
+    before = ctx.pool.cotenants()
+    m = measure(server, wl, ctx.pool.progress)
+    done = getattr(ctx.pool.progress, "done", None)
     if done is not None:
         done()  # the live line gives way to what comes next
     if m.problem is not None:
-        after_failed_run(run.pool, m)
+        after_failed_run(ctx.pool, m)
         fail(m.problem)
     assert m.result is not None
-    m.result.cotenants = sorted(set(before) | set(run.pool.cotenants()))
+    m.result.cotenants = sorted(set(before) | set(ctx.pool.cotenants()))
     return m.result
 
 
-def bench_all_answered(server: ServerHandle, run: PerfContext, fail: Fail, concurrency: int = 1,
+def bench_all_answered(server: ServerHandle, ctx: PerfContext, fail: Fail, concurrency: int = 1,
                        num_prompts: int | None = None, max_failed: int = 0, **kw: Any) -> BenchResult:
     """The `bench` fixture: one watched measurement whose failed requests fail the test beyond `max_failed` (a
     result with 5 of 16 requests failed is no measurement of the server)."""
-    r = bench(server, run, fail, concurrency, num_prompts, **kw)
+    r = bench(server, ctx, fail, concurrency, num_prompts, **kw)
     if r.failed > max_failed:
         first = f": {r.errors[0]}" if r.errors else ""
         fail(f"{server.config.name}: {r.failed} of {r.workload.num_prompts} requests failed at concurrency "
@@ -163,13 +163,13 @@ def bench_all_answered(server: ServerHandle, run: PerfContext, fail: Fail, concu
     return r
 
 
-def measure_plan(run: PerfContext, server: ServerHandle, build: str, arm: str, plan: Plan,
+def measure_plan(ctx: PerfContext, server: ServerHandle, build: str, arm: str, plan: Recipe,
                  fail: Fail) -> list[BenchResult]:
     """A scenario's repeats on one launch, each result labelled with the launch, build and A/B arm."""
     launch = f"{build}:{server.pid}:{server.record.launched_at}"
     out = []
     for _ in range(plan.repeats):
-        r = bench(server, run, fail, plan.concurrency, plan.num_prompts, **plan.kw)
+        r = bench(server, ctx, fail, plan.concurrency, plan.num_prompts, **plan.kw)
         r.launch, r.build, r.arm = launch, build, arm
         out.append(r)
     return out
@@ -183,40 +183,40 @@ def _arms(ab: tuple[str, str] | None, done: int) -> tuple[str, str]:
     return arm, ab[0] if arm == "A" else ab[1]
 
 
-def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -> int:
+def rounds(ctx: PerfContext, config: ServerConfig, say: Callable[[str], None]) -> int:
     """After a config's last test: relaunch it and measure every pending scenario again, one launch per round,
     while a series is unresolved (or planned launches remain: --glm5-launches N, an A/B block) and the looks and
     the budget allow; each round re-judges every scenario it measured. Returns the rounds made."""
-    pend = run.pending.pop(config.name, {})
-    if pend and config.name in run.pool.failures:
+    pend = ctx.pending.pop(config.name, {})
+    if pend and config.name in ctx.pool.failures:
         say(f"{config.name}: no rounds: its server failed earlier; {len(pend)} scenarios keep what the first "
             "launch showed")
         return 0
-    gate = run.gate
+    gate = ctx.gate
     ab = gate.statistics.ab
-    planned = 4 if ab else run.launches
+    planned = 4 if ab else ctx.launches
     looks = gate.look(1).looks  # nightly: new launches in all; A/B: ABBA blocks
     # Recording runs to RECORDING_CAP launches unless --glm5-max-repeats bounds it (a GPU check in 10 minutes).
     explicit = gate.statistics.max_repeats is not None
-    cap = 4 * looks if ab else (max(looks, RECORDING_CAP) if run.recording and not explicit else looks)
+    cap = 4 * looks if ab else (max(looks, RECORDING_CAP) if ctx.recording and not explicit else looks)
     done = 1  # the launch the tests measured on
     while pend and done < max(planned, cap):
-        cost = run.pool.load_estimate(config.name) + sum(p.measure_s for p in pend.values())
-        why_not = run.budget(config.name, cost) if done >= planned else None  # planned: charged when it began
+        cost = ctx.pool.load_estimate(config.name) + sum(p.measure_s for p in pend.values())
+        why_not = ctx.budget(config.name, cost) if done >= planned else None  # planned: charged when it began
         if why_not is not None:
             say(f"{config.name}: no round {done + 1} ({len(pend)} series left unresolved): {why_not}")
             break
         arm, build = _arms(ab, done)
-        build = build or run.build
+        build = build or ctx.build
         waiting = f"{len(pend)} scenario{'s' if len(pend) > 1 else ''}"
         reason = "planned" if done < planned else (f"{waiting} whose reference cannot resolve its tolerance yet"
-                                                   if run.recording else f"{waiting} unresolved")
+                                                   if ctx.recording else f"{waiting} unresolved")
         say(f"{config.name}: round {done + 1} ({reason}): a new launch{f' of build {build}' if ab else ''} "
             f"measures {', '.join(pend)}")
         try:
-            server = run.server(config, build, fresh=True)
+            server = ctx.server(config, build, fresh=True)
             for p in pend.values():
-                p.results += measure_plan(run, server, build, arm, p.plan, _round_failed)
+                p.results += measure_plan(ctx, server, build, arm, p.plan, _round_failed)
         except (ServerError, RoundFailed) as exc:
             say(f"{config.name}: round {done + 1} failed, the series keep what earlier launches showed: {exc}")
             break
@@ -224,11 +224,11 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
         if ab and done % 4:
             continue  # an A/B is judged on whole ABBA blocks
         look_no = done // 4 if ab else done
-        prov = run.provenance(server)
+        prov = ctx.provenance(server)
         for scenario, p in list(pend.items()):
             checked = gate.judge(config.name, scenario, p.results, p.metrics, prov, look_no)
             gate.replace(config.name, scenario, p.results, checked, p.test)
-            short = run.recording and gate.reference_short(config.name, scenario, p.results, p.metrics, prov)
+            short = ctx.recording and gate.reference_short(config.name, scenario, p.results, p.metrics, prov)
             if (not (checked.undecided or short) or checked.failures) and done >= planned:
                 del pend[scenario]
     return done - 1
@@ -237,20 +237,20 @@ def rounds(run: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
 class Perf:
     """The `perf` fixture: run scenarios against this test's server and hold them against baselines."""
 
-    def __init__(self, server: ServerHandle, run: PerfContext, fail: Fail) -> None:
+    def __init__(self, server: ServerHandle, ctx: PerfContext, fail: Fail) -> None:
         self.server = server
-        self.run_state = run
+        self.ctx = ctx
         self.fail = fail
         self.config = server.config.name
-        self.plans: dict[str, Plan] = {}
+        self.plans: dict[str, Recipe] = {}
 
     def run(self, scenario: str, concurrency: int, num_prompts: int | None = None, repeats: int | None = None,
             **kw: Any) -> list[BenchResult]:
         """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value) on the config's live
         launch (build A's under --glm5-ab). More launches are rounds of the whole config after its last test."""
-        plan = Plan(concurrency, num_prompts, self.run_state.repeats or repeats or 1, dict(kw))
+        plan = Recipe(concurrency, num_prompts, self.ctx.repeats or repeats or 1, dict(kw))
         self.plans[scenario] = plan
-        st = self.run_state
+        st = self.ctx
         ab = st.gate.statistics.ab
         build, arm = (ab[0], "A") if ab else (st.build, "")
         problem = None
@@ -266,21 +266,21 @@ class Perf:
         """Sustained load; fail with every problem found (death, errors, not ready after, fatal log lines,
         wrong output lengths)."""
         kw.setdefault("warmup", 0)
-        report = check_stability(self.server, workload(self.server, self.run_state, concurrency, num_prompts, **kw),
+        report = check_stability(self.server, workload(self.server, self.ctx, concurrency, num_prompts, **kw),
                                  error_budget)
         if not report.ok:
-            after_failed_run(self.run_state.pool, report)
+            after_failed_run(self.ctx.pool, report)
             self.fail(f"{self.config} is not stable under load at concurrency {concurrency}:\n"
                       + "\n".join(report.problems))
 
     def results_of(self, scenario: str) -> list[BenchResult]:
         """Results of a scenario checked earlier in this run for this config (empty if none)."""
-        return list(self.run_state.gate.results.get((self.config, scenario), []))
+        return list(self.ctx.gate.results.get((self.config, scenario), []))
 
     def _judged(self, judge: Callable[[Provenance], Checked]) -> Checked:
         problem = None
         try:
-            checked = judge(self.run_state.provenance(self.server))
+            checked = judge(self.ctx.provenance(self.server))
         except (GateError, HardwareError) as exc:
             problem = str(exc)  # outside the except block: the report shows the cause alone, no chain
         if problem is not None:
@@ -294,7 +294,7 @@ class Perf:
         A series that one launch cannot resolve, and every series under --glm5-launches N or --glm5-ab, is measured
         again in the config's rounds after its last test; statistical regressions are decided when the run ends."""
         rs = results if isinstance(results, list) else [results]
-        gate = self.run_state.gate
+        gate = self.ctx.gate
         ab = gate.statistics.ab
         if ab:
             checked = Checked([], [], undecided=True)  # build B has not been measured yet: its rounds will
@@ -304,30 +304,30 @@ class Perf:
         if checked.failures:
             self.fail("\n".join(checked.failures))
         plan = self.plans.get(scenario)
-        run = self.run_state
-        wants_rounds = checked.undecided or run.launches > 1 or ab or run.recording
-        if wants_rounds and run.recording and run.launches <= 1 and not ab and gate.reference_full(
-                self.config, scenario, metrics, run.provenance(self.server), RECORDING_CAP):
+        ctx = self.ctx
+        wants_rounds = checked.undecided or ctx.launches > 1 or ab or ctx.recording
+        if wants_rounds and ctx.recording and ctx.launches <= 1 and not ab and gate.reference_full(
+                self.config, scenario, metrics, ctx.provenance(self.server), RECORDING_CAP):
             # Recording: no launch of this run can record a larger reference, so none is spent on it.
             wants_rounds = False
-            run.said.append(f"{self.config} {scenario}: no rounds: its references already hold {RECORDING_CAP} "
+            ctx.said.append(f"{self.config} {scenario}: no rounds: its references already hold {RECORDING_CAP} "
                             "launches (the cap), so another launch tonight cannot change what is recorded")
-        if plan is not None and wants_rounds and not self.run_state.pool.settings.external_url:
+        if plan is not None and wants_rounds and not self.ctx.pool.settings.external_url:
             took = sum(r.metrics.get("duration", 0.0) for r in rs)
-            self.run_state.pending.setdefault(self.config, {})[scenario] = Pending(plan, metrics, list(rs),
+            self.ctx.pending.setdefault(self.config, {})[scenario] = Pending(plan, metrics, list(rs),
                                                                                     measure_s=took)
         return checked
 
     def _judge_once(self, scenario: str, rs: list[BenchResult], metrics: list[str] | None, look: int,
                     prov: Provenance) -> Checked:
-        return self.run_state.gate.judge(self.config, scenario, rs, metrics, prov, look)
+        return self.ctx.gate.judge(self.config, scenario, rs, metrics, prov, look)
 
     def check_value(self, scenario: str, metric: str, samples: list[float],
                     inputs: Sequence[tuple[str, str]] = ()) -> Checked:
         """Hold a derived metric (e.g. scaling_2x) against its bound (not judged in an A/B run: its parts mix
         builds). `inputs`: the (scenario, metric) series it is computed from; where one was not judged (client- or
         emulator-bound), neither is this."""
-        gate = self.run_state.gate
+        gate = self.ctx.gate
         if gate.statistics.ab:
             return Checked([], [])
         launch = f"derived:{self.server.pid}"

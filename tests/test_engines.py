@@ -175,3 +175,15 @@ def test_the_gpu_slowdown_build_acts_only_where_its_env_says(tmp_path: Path) -> 
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                              env={**os.environ, "PYTHONPATH": str(hook), "GLM5_TEST_SLOWDOWN": value}).stdout
         assert out.strip() == finders, (value, out)
+
+
+def test_a_build_makes_a_new_engine_value_and_leaves_the_engine_alone() -> None:
+    # ServerPool.get applied a build by mutating the engine (engine.build_env = ..., engine.python = ...).
+    from pytest_glm5.servers.engines import SGLangEngine, SimEngine
+
+    for engine in (SimEngine(python="/usr/bin/python3"), SGLangEngine(python="/usr/bin/python3")):
+        built = engine.with_build({"SGLANG_X": "1"}, "/opt/patched/bin/python", {"build": "patched"})
+        assert built is not engine and type(built) is type(engine)
+        assert built.build_env == {"SGLANG_X": "1"} and built.build_identity == {"build": "patched"}
+        assert getattr(built, "python") == "/opt/patched/bin/python"
+        assert engine.build_env == {} and engine.build_identity == {} and getattr(engine, "python") == "/usr/bin/python3"

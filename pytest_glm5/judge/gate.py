@@ -307,7 +307,7 @@ class PerfGate:
             v.provenance = provenance.as_entry()
             v.model = provenance.model
             out.append(v)
-            # A regression, provisional or statistical, fails its gate item at the end of the run (gatereport.py).
+            # A regression, provisional or statistical, fails its gate item at the end of the run (report/gateitems.py).
             if v.verdict == Kind.NEW and self.strict and not ab:
                 failures.append(v.line() + f"; --glm5-strict-baselines needs an entry in {path}")
         if not store.has_config(config) and all(v.verdict == Kind.NEW for v in out) and not ab:

@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from ..metrics import geometric_mean
+from ..metrics import geometric_mean, unit_of
 
 
 class Kind(StrEnum):
@@ -206,19 +206,6 @@ def describe_workload(workload: dict[str, Any] | None) -> str:
     sampling = workload.get("sampling", WORKLOAD_LEGACY["sampling"])
     return (f"c{workload.get('concurrency', '?')} {workload.get('input_len', '?')}/{workload.get('output_len', '?')} "
             f"{workload.get('protocol', '?')}{spread}, {sampling} ids")
-
-
-def unit_of(metric: str) -> str:
-    """The unit shown after a value."""
-    if metric.endswith("_ms"):
-        return " ms"
-    if metric == "request_throughput":
-        return " req/s"
-    if metric.startswith("scaling"):
-        return "x"
-    if "throughput" in metric or metric == "max_output_tokens_per_s":
-        return " tok/s"
-    return ""
 
 
 def times(factor: float) -> str:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..judge.verdicts import Verdict, fmt, unit_of
+from ..judge.verdicts import Verdict, fmt
+from ..metrics import unit_of
 
 FAMILIES = ("xunit1", "legacy", "xunit2")
 

@@ -1,4 +1,5 @@
-"""What people read: the terminal table of verdicts, the lists after it, and the JSON report."""
+"""What people read on the terminal: the header, live progress lines, the verdict table, the lists after it and
+the run's Summary (the JSON report and the other files are report/outputs.py's)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import Any
 
 from .. import proxies
 from ..judge.merge import Merged
-from ..judge.verdicts import Change, Kind, Verdict, fmt, times, unit_of
+from ..judge.verdicts import Change, Kind, Verdict, fmt, times
+from ..metrics import unit_of
 from ..settings import Settings
 from .outcome import Outcome, series_total
 from .outputs import Written

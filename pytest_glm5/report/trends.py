@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..judge.verdicts import fmt, times, unit_of
-from ..metrics import higher_is_better
+from ..judge.verdicts import fmt, times
+from ..metrics import higher_is_better, unit_of
 from .changepoints import MIN_RUN, ChangePointsUnavailable, Step, find, trend
 from .history import Series
 

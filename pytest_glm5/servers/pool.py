@@ -140,7 +140,6 @@ class ServerPool:
         model = self.model_for(config)
         try:
             if build is not None:
-                engine.build_env = dict(build.env)
                 base = getattr(engine, "python", None)
                 if build.python and base is None:
                     raise EngineError(f"build {build.name} names the Python {build.python}, but engine {engine.name} "
@@ -151,12 +150,11 @@ class ServerPool:
                     self._say(config.name, f"build {build.name} lists patches but runs the engine's own Python "
                                            f"({base}): unless that Python was built with them (scripts/make_build.sh)"
                                            ", this measures unpatched code under the patched build's name")
-                if build.python and base is not None:
-                    engine.python = build.python  # type: ignore[attr-defined]
-                elif not build.python:
+                own = build.python if build.python and base is not None else None
+                if not build.python:
                     # The engine's own Python (SGLang: the first that imports it); one without any: ours.
                     build = replace(build, python=getattr(engine, "python", sys.executable))
-                engine.build_identity = self.identify(build) if self.identify is not None else {}
+                engine = engine.with_build(build.env, own, self.identify(build) if self.identify is not None else {})
             version = engine.version()
             fp = config.fingerprint(version, model, {**engine.fingerprint_extra(), "build": engine.build_identity})
         except EngineError as exc:

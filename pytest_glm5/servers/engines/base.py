@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import signal
 import subprocess
@@ -57,6 +58,15 @@ class Engine(ABC):
     @abstractmethod
     def argv(self, cfg: ServerConfig, model: str, host: str, port: int) -> list[str]:
         """The command that launches a server of this config."""
+
+    def with_build(self, env: dict[str, str], python: str | None, identity: dict[str, Any]) -> Engine:
+        """This engine as a build runs it, a new value: the build's env and identity, and its Python where the engine
+        runs in a Python of its own (the engine it came from is not changed, so no build leaks into another)."""
+        new = copy.copy(self)
+        new.build_env, new.build_identity = dict(env), dict(identity)
+        if python is not None:
+            setattr(new, "python", python)  # noqa: B010 - only engines with a Python of their own get one
+        return new
 
     def env(self, cfg: ServerConfig) -> dict[str, str]:
         """Extra environment for the server process: the config's, then the build's."""
