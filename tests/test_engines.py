@@ -185,5 +185,5 @@ def test_a_build_makes_a_new_engine_value_and_leaves_the_engine_alone() -> None:
         built = engine.with_build({"SGLANG_X": "1"}, "/opt/patched/bin/python", {"build": "patched"})
         assert built is not engine and type(built) is type(engine)
         assert built.build_env == {"SGLANG_X": "1"} and built.build_identity == {"build": "patched"}
-        assert getattr(built, "python") == "/opt/patched/bin/python"
-        assert engine.build_env == {} and engine.build_identity == {} and getattr(engine, "python") == "/usr/bin/python3"
+        assert built.python == "/opt/patched/bin/python"
+        assert engine.build_env == {} and engine.build_identity == {} and engine.python == "/usr/bin/python3"
