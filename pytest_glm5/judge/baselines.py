@@ -100,8 +100,8 @@ def judge(config: str, scenario: str, metric: str, samples: list[float], bound: 
         return Verdict(config, scenario, metric, median, None, Kind.NEW, spread, samples, wl)
     if wl and workload_differs(bound.workload, wl):
         return Verdict(config, scenario, metric, median, bound, Kind.WORKLOAD_CHANGED, spread, samples, wl)
-    lo = min(bound.value * (1 - bound.tolerance), bound.value - bound.slack)
-    hi = max(bound.value * (1 + bound.tolerance), bound.value + bound.slack)
+    band = bound.threshold(bound.value)  # the tolerance rule, at the bound's own level
+    lo, hi = bound.value * (1 - band), bound.value * (1 + band)
     if bound.kind == "floor":
         verdict = Kind.REGRESSION if median < lo else (Kind.IMPROVEMENT if median > hi else Kind.PASS)
     else:

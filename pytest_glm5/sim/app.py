@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -310,25 +311,37 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
             await srv.wait_finished(req)
             req.sent_first_at = req.sent_last_at = time.perf_counter()
             return web.json_response(_native_obj(req, plen, t0))
-        resp = await _sse_start(request)
-        sent = 0
-        while True:
-            await srv.wait_tokens(req, sent, interval)
-            sent = req.generated
-            if fault == "cut-stream" and sent >= max(1, req.stop_at // 2):
-                return resp  # The connection closes without finish_reason or [DONE].
-            if fault == "malformed-sse" and sent >= max(1, req.stop_at // 2):
-                await resp.write(b"data: {not json\n\n")
-                return resp
-            await resp.write(b"data: " + orjson.dumps(_native_obj(req, plen, t0)) + b"\n\n")
-            _sent(req)
-            if req.finished:
-                break
-        await resp.write(b"data: [DONE]\n\n")
+        resp, whole = await _stream_tokens(request, srv, req, fault, interval,
+                                           lambda sent, n: _native_obj(req, plen, t0), stamp=True)
+        if whole:
+            await resp.write(b"data: [DONE]\n\n")
         return resp
     finally:
         req.aborted = not req.finished
         srv.in_flight -= 1
+
+
+async def _stream_tokens(request: web.Request, srv: SimServer, req: SimRequest, fault: str | None, interval: int,
+                         chunk: Callable[[int, int], dict[str, Any]], stamp: bool
+                         ) -> tuple[web.StreamResponse, bool]:
+    """Stream a request's tokens as SSE, `chunk(sent, n)` the event for the tokens from sent to n; True when it ran
+    to the request's end. The stream faults end it halfway: cut-stream closes the connection without
+    finish_reason or [DONE], malformed-sse first sends an event that is not JSON."""
+    resp = await _sse_start(request)
+    sent = 0
+    while True:
+        await srv.wait_tokens(req, sent, interval)
+        n = req.generated
+        if fault in ("cut-stream", "malformed-sse") and n >= max(1, req.stop_at // 2):
+            if fault == "malformed-sse":
+                await resp.write(b"data: {not json\n\n")
+            return resp, False
+        await resp.write(b"data: " + orjson.dumps(chunk(sent, n)) + b"\n\n")
+        if stamp:
+            _sent(req)
+        sent = n
+        if req.finished:
+            return resp, True
 
 
 def _sent(req: SimRequest) -> None:
@@ -390,25 +403,16 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
                 "id": cid, "object": "text_completion", "created": created, "model": model,
                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": req.finish_reason}],
                 "usage": _usage(plen, req.generated)})
-        resp = await _sse_start(request)
-        sent = 0
-        while True:
-            await srv.wait_tokens(req, sent, interval)
-            n = req.generated
-            if fault == "cut-stream" and n >= max(1, req.stop_at // 2):
-                return resp
-            if fault == "malformed-sse" and n >= max(1, req.stop_at // 2):
-                await resp.write(b"data: {not json\n\n")
-                return resp
+        def chunk(sent: int, n: int) -> dict[str, Any]:
             text = "".join(_word((7 * i + 11) % 9973) for i in range(sent, n))
-            chunk = {"id": cid, "object": "text_completion", "created": created, "model": model,
-                     "choices": [{"index": 0, "text": text, "logprobs": None,
-                                  "finish_reason": req.finish_reason if req.finished else None}],
-                     "usage": None}
-            await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
-            sent = n
-            if req.finished:
-                break
+            return {"id": cid, "object": "text_completion", "created": created, "model": model,
+                    "choices": [{"index": 0, "text": text, "logprobs": None,
+                                 "finish_reason": req.finish_reason if req.finished else None}],
+                    "usage": None}
+
+        resp, whole = await _stream_tokens(request, srv, req, fault, interval, chunk, stamp=False)
+        if not whole:
+            return resp
         if include_usage:
             tail = {"id": cid, "object": "text_completion", "created": created, "model": model,
                     "choices": [], "usage": _usage(plen, req.generated)}
