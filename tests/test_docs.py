@@ -186,3 +186,9 @@ def test_the_layout_page_names_every_module() -> None:
     stale = sorted(n for n in named if n not in modules and n not in beside and not n.startswith(("tests/",
                                                                                                    "scripts/")))
     assert stale == [], "docs/layout.md names modules that are not there"
+
+
+def test_every_test_file_has_a_wing_in_the_testing_page() -> None:
+    text = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    files = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert [f for f in files if f"`{f}`" not in text] == [], "add them to docs/testing.md's table"

@@ -95,23 +95,21 @@ def _verdict_cell(v: Verdict) -> str:
 def header_lines(s: Settings) -> list[str]:
     """Where a run's configs, baselines and hardware key come from, the emulator's scale, and the proxy a
     --sglang-url goes through (pytest's header)."""
-    lines = [f"glm5: configs {s.configs_path}; baselines {s.baselines_root}"]
     if s.sim:
-        lines.append(f"glm5: emulator (--glm5-sim), time scale {s.sim_time_scale:g} "
-                     f"({s.source('glm5-sim-time-scale')}); hardware key sim-<profile>-x{s.sim_time_scale:g}")
+        key = (f"glm5: emulator (--glm5-sim), time scale {s.sim_time_scale:g} ({s.source('glm5-sim-time-scale')}); "
+               f"hardware key sim-<profile>-x{s.sim_time_scale:g}")
     elif s.hardware:
-        lines.append(f"glm5: hardware key {s.hardware} (--glm5-hardware)")
+        key = f"glm5: hardware key {s.hardware} (--glm5-hardware)"
     elif s.sglang_url:
-        lines.append(f"glm5: external server {s.sglang_url} (--sglang-url); hardware key from --glm5-hardware "
-                     "or NVML")
-    if s.sglang_url:
-        via = proxies.proxy_for(s.sglang_url)
-        lines.append(f"glm5: requests to {s.sglang_url} go through the proxy {via} (the environment's proxy "
-                     "settings; add the host to no_proxy to go direct)" if via else
-                     f"glm5: requests to {s.sglang_url} go direct (no proxy applies)")
+        key = f"glm5: external server {s.sglang_url} (--sglang-url); hardware key from --glm5-hardware or NVML"
     else:
-        lines.append("glm5: hardware key from NVML when a server is measured")
-    return lines
+        key = ""
+    via = proxies.proxy_for(s.sglang_url) if s.sglang_url else None
+    route = ("glm5: hardware key from NVML when a server is measured" if not s.sglang_url else
+             f"glm5: requests to {s.sglang_url} go through the proxy {via} (the environment's proxy settings; add "
+             "the host to no_proxy to go direct)" if via else
+             f"glm5: requests to {s.sglang_url} go direct (no proxy applies)")
+    return [f"glm5: configs {s.configs_path}; baselines {s.baselines_root}", *([key] if key else []), route]
 
 
 WIDTH = 120  # the summary's lines, so that a CI log shows them unwrapped; details go to the report files
