@@ -4,6 +4,7 @@ report and the markdown summary all saying the same thing."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from plugin_helpers import FAKE_NVML, OUTPUTS, outcome_agrees, write_configs
@@ -125,7 +126,9 @@ def test_point(perf, c):
                                                             "unresolved)")
     path.write_text(saved)
     slow = pytester.runpytest("--glm5-sim-slowdown", "0.3", *OUTPUTS)
-    assert outcome_agrees(slow, pytester.path).startswith("FAILED: 2 regressions (t c1 output_throughput")
+    line = outcome_agrees(slow, pytester.path)  # the regressions in the order the run decided them
+    both = r"FAILED: 2 regressions \(t c[12] output_throughput -\d+\.\d%, t c[12] output_throughput"
+    assert re.match(both, line), line
     # A crash under load (the emulator's EP8 dies of CUDA OOM at concurrency 256).
     pytester.makepyfile(test_crash="""
 import pytest
