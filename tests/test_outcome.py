@@ -41,7 +41,7 @@ def test_every_way_a_run_can_end_is_one_outcome() -> None:
     dead = decide(Facts(verdicts=[v("pass")], unfinished=["t.py::test_a[ep8]", "t.py::test_b[ep8]"]))
     assert dead.failed and "2 tests never finished (a worker died): t.py::test_a[ep8], t.py::test_b[ep8]" in dead.line
     lost = decide(Facts(verdicts=[v("pass")], errors=["cannot write --glm5-html x: Permission denied"]))
-    assert lost.failed and "1 output not written (cannot write --glm5-html x" in lost.line
+    assert lost.failed and "1 file not written (cannot write --glm5-html x" in lost.line
     why = "all 89 sm120 tests skipped (sm120: needs compute capability 12.0 GPUs; found no NVML)"
     quiet = decide(Facts(nothing_measured=why))
     assert (quiet.status, quiet.failed) == ("SKIPPED", False)

@@ -112,7 +112,7 @@ def decide(f: Facts) -> Outcome:
         reasons.append(f"{_n(len(f.unfinished), 'test')} never finished (a worker died): "
                        f"{', '.join(f.unfinished[:3])}{', ...' if len(f.unfinished) > 3 else ''}")
     if f.errors:
-        reasons.append(f"{_n(len(f.errors), 'output')} not written ({f.errors[0]})")
+        reasons.append(f"{_n(len(f.errors), 'file')} not written ({f.errors[0]})")  # outputs, baselines, costs
     if f.interrupted:
         reasons.append("interrupted")
     notes: list[str] = []
