@@ -95,9 +95,10 @@ def test_shown_command_runs(where: str, command: str, tmp_path: Path) -> None:
 def test_docstrings_quote_what_their_code_prints() -> None:
     import doctest
 
+    from pytest_glm5 import energy
     from pytest_glm5.judge import plan, stats
 
-    for module in (plan, stats):
+    for module in (energy, plan, stats):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
 

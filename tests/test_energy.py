@@ -1,0 +1,96 @@
+"""Energy and throttling over a window from NVML's counters, against a fake NVML that implements them, empty
+answers included (groundwork of issue 30; the plugin does not report them yet)."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import pytest
+
+from pytest_glm5 import energy
+from pytest_glm5.energy import EnergyMeter, Window, field_ids, integrated_j
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def fake_nvml(clock: Clock, watts: list[float], counter: bool = True, hw_answers: bool = False) -> Any:
+    """pynvml's energy and field-value calls: GPU i draws watts[i] constantly; the software power cap is hit half the
+    time; hardware fields answer value 0 with timestamp 0 (as the H200 did) unless `hw_answers`."""
+    nvml = types.SimpleNamespace(
+        NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP=74, NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN=269,
+        NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN=270,
+        NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN=271)
+
+    def energy_mj(h: int) -> int:
+        if not counter:
+            raise RuntimeError("NVMLError_NotSupported")
+        return int(5_000_000 + watts[h] * clock.t * 1000)
+
+    def values(h: int, ids: list[int]) -> list[Any]:
+        out = []
+        for fid in ids:
+            ns = {74: clock.t * 0.5e9, 269: 0, 270: clock.t * 0.05e9, 271: 0}[fid]
+            empty = fid in (270, 271) and not hw_answers
+            out.append(types.SimpleNamespace(nvmlReturn=0, timestamp=0 if empty else 1,
+                                             value=types.SimpleNamespace(ullVal=0 if empty else int(ns))))
+        return out
+
+    nvml.nvmlDeviceGetHandleByIndex = lambda i: i
+    nvml.nvmlDeviceGetTotalEnergyConsumption = energy_mj
+    nvml.nvmlDeviceGetFieldValues = values
+    nvml.nvmlDeviceGetEnforcedPowerLimit = lambda h: 600_000  # mW
+    return nvml
+
+
+def test_energy_over_a_window_from_the_counter() -> None:
+    clock = Clock()
+    meter = EnergyMeter(fake_nvml(clock, [330.0, 310.0]), [0, 1], clock.now, clock.sleep).start()
+    clock.t += 60.0
+    w = meter.stop()
+    assert w.source == "energy counter" and w.seconds == pytest.approx(60.1)
+    assert w.joules[0] == pytest.approx(330 * 60.1) and w.total_j == pytest.approx(640 * 60.1)
+    assert w.power_line() == "GPUs drew 320 W of 600 W (53%)"
+    # the power cap half the time is normal load, recorded; hardware fields gave no answer: None, not 0
+    assert w.throttle_s[0]["sw_power_cap"] == pytest.approx(30.05)
+    assert w.throttle_s[0]["hw_thermal"] is None and w.throttle_s[0]["sw_thermal"] == 0.0
+    assert w.throttled() is None
+
+
+def test_hardware_thermal_slowdown_makes_a_window_not_comparable() -> None:
+    clock = Clock()
+    meter = EnergyMeter(fake_nvml(clock, [330.0], hw_answers=True), [0], clock.now, clock.sleep).start()
+    clock.t += 60.0
+    w = meter.stop()
+    assert w.throttle_s[0]["hw_thermal"] == pytest.approx(3.005)  # 5% of the window
+    assert w.throttled() == "throttled: not comparable (GPU 0 hw_thermal 3.0 s of 60 s)"
+
+
+def test_integrated_power_is_the_labelled_fallback_without_a_counter() -> None:
+    clock = Clock()
+    meter = EnergyMeter(fake_nvml(clock, [330.0], counter=False), [0], clock.now, clock.sleep).start()
+    clock.t += 60.0
+    w = meter.stop({0: [(100.0 + k * 0.125, 330.0) for k in range(481)]})
+    assert w.source == "integrated power (sampled)" and w.joules[0] == pytest.approx(330 * 60.0)
+    assert integrated_j([(0.0, 100.0), (1.0, 300.0)]) == pytest.approx(200.0)
+
+
+def test_field_ids_come_from_the_binding() -> None:
+    import pynvml
+
+    ids = field_ids(pynvml)
+    assert ids == {name: getattr(pynvml, const) for name, const in energy.THROTTLE_FIELDS.items()}
+    assert field_ids(types.SimpleNamespace()) == {}  # an older binding: no counters, no error
+
+
+def test_no_energy_no_tokens_per_joule() -> None:
+    assert Window(10.0, {}, "energy counter").tokens_per_joule(100) is None
