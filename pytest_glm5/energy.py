@@ -117,7 +117,7 @@ class Window:
         """As a report keeps it."""
         return {"seconds": self.seconds, "joules": self.joules, "total_j": self.total_j, "source": self.source,
                 "mean_power_w": self.mean_power_w, "power_limit_w": self.power_limit_w,
-                "throttle_s": self.throttle_s, "power_line": self.power_line(), "throttled": self.throttled()}
+                "throttle_s": self.throttle_s, "power_line": self.power_line(), "not_comparable": self.throttled()}
 
 
 def integrated_j(samples: Sequence[tuple[float, float]]) -> float:

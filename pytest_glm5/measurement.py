@@ -7,12 +7,13 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from .energy import EnergyMeter
 from .load import servermetrics
 from .load.client import PREFLIGHT_TIMEOUT_S, run_workload
 from .load.types import BenchError, BenchResult, Unreachable, Workload
 from .servers import forensics
 from .servers.process import Progress, ServerHandle, http_get, process_state
-from .telemetry import Sampler, load_nvml
+from .telemetry import Sampler, load_nvml, power_samples
 
 READY_AGAIN_S = 30.0
 MEMORY_GROWTH_GB = 1.0  # more than this between the first and last quarter of a run is a leak, not noise
@@ -54,6 +55,7 @@ def measure(server: ServerHandle, workload: Workload, progress: Progress | None 
 
     nvml = load_nvml()
     sampler = Sampler(nvml).start() if nvml is not None else None
+    meter = EnergyMeter(nvml, range(int(nvml.nvmlDeviceGetCount()))).start() if nvml is not None else None
     behind = server.engine.lag_seconds(server.url)
     counted = servermetrics.snapshot(server.url)
     try:
@@ -74,7 +76,12 @@ def measure(server: ServerHandle, workload: Workload, progress: Progress | None 
         return Measured(None, f"{server.config.name}: {exc}")
     finally:
         telemetry = sampler.stop() if sampler is not None else None
+        window = meter.stop(power_samples(telemetry)) if meter is not None else None
     result.telemetry = telemetry
+    if window is not None and window.joules:
+        result.energy = window
+        if window.total_j > 0:
+            result.metrics["output_tokens_per_joule"] = result.tokens_total / window.total_j
     result.server = servermetrics.view(counted, servermetrics.snapshot(server.url) if counted is not None else None)
     if result.server is not None:
         result.server_note = result.server.mismatch(result.completed_total, result.tokens_total)

@@ -20,6 +20,7 @@ THROUGHPUT_METRICS = (
     "total_throughput",
     "max_output_tokens_per_s",
     "scaling_2x",
+    "output_tokens_per_joule",  # output tokens over the GPUs' energy (NVML's counter): what the box costs
 )
 LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e_latency")
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
@@ -85,6 +86,7 @@ def _described(name: str) -> Metric:
     parts = name.split("_")
     family = parts[1] if len(parts) == 3 and parts[1] in ("ttft", "itl") and parts[2] == "ms" else ""
     unit = (" ms" if name.endswith("_ms") else " req/s" if name == "request_throughput" else
+            " tok/J" if name == "output_tokens_per_joule" else
             "x" if name.startswith("scaling") else
             " tok/s" if "throughput" in name or name == "max_output_tokens_per_s" else "")
     return Metric(name, unit, name in THROUGHPUT_METRICS or name in ("completed", "concurrency"), family)

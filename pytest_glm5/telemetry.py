@@ -176,6 +176,14 @@ class Telemetry:
         return {"hz": self.hz, "summary": self.summary(), "samples": self.samples}
 
 
+def power_samples(telemetry: Telemetry | None) -> dict[int, list[tuple[float, float]]]:
+    """Per GPU, (t, W) of a run's samples: what energy.py integrates where a GPU has no energy counter."""
+    out: dict[int, list[tuple[float, float]]] = {}
+    for s in telemetry.samples if telemetry is not None else []:
+        out.setdefault(int(s["gpu"]), []).append((float(s["t"]), float(s["power_w"])))
+    return out
+
+
 class Sampler:
     """Samples NVML on a thread at `hz` while a load runs (the load owns the main thread's event loop)."""
 

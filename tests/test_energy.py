@@ -94,3 +94,52 @@ def test_field_ids_come_from_the_binding() -> None:
 
 def test_no_energy_no_tokens_per_joule() -> None:
     assert Window(10.0, {}, "energy counter").tokens_per_joule(100) is None
+
+
+ENERGY_NVML = """
+import time
+T0 = time.monotonic()
+HW_THERMAL = {hw}
+def nvmlDeviceGetTotalEnergyConsumption(h): return int(300_000 * (time.monotonic() - T0))  # 300 W, in mJ
+def nvmlDeviceGetEnforcedPowerLimit(h): return 600_000
+NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN = 270
+class _V:
+    def __init__(self, ns): self.nvmlReturn, self.timestamp, self.value = 0, 1, type("U", (), {{"ullVal": ns}})()
+def nvmlDeviceGetFieldValues(h, ids): return [_V(int((time.monotonic() - T0) * 1e9 * HW_THERMAL)) for _ in ids]
+"""
+
+
+@pytest.mark.parametrize("hw_thermal", [0.0, 0.5])
+def test_a_run_reports_tokens_per_joule_and_a_throttled_window_is_not_judged(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, hw_thermal: float) -> None:
+    import json
+
+    from plugin_helpers import FAKE_NVML, said_lines, write_configs
+
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    gpus = [("NVIDIA RTX PRO 6000 Blackwell", (12, 0))]
+    pytester.makepyfile(fake_energy_nvml=FAKE_NVML.format(gpus=gpus) + ENERGY_NVML.format(hw=hw_thermal))
+    pytester.syspathinsert()
+    monkeypatch.setenv("GLM5_NVML_MODULE", "fake_energy_nvml")
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.server_config("t")
+def test_point(perf):
+    perf.check(perf.run("c2", concurrency=2, num_prompts=8, input_len=8, output_len=32, warmup=0), "c2",
+               ["output_throughput", "output_tokens_per_joule"])
+""")
+    result = pytester.runpytest("--glm5-sim", "--glm5-report", "r.json", "-p", "no:randomly")
+    doc = json.loads((pytester.path / "r.json").read_text())
+    [run] = doc["results"][0]["runs"]
+    assert run["energy"]["source"] == "energy counter"
+    assert run["energy"]["power_line"] == "GPUs drew 300 W of 600 W (50%)"
+    tpj = run["metrics"]["output_tokens_per_joule"]
+    assert tpj == pytest.approx(run["metrics"]["total_output_tokens"] / run["energy"]["total_j"], rel=0.5)
+    kinds = {v["metric"]: v["verdict"] for v in doc["verdicts"]}
+    if hw_thermal:
+        assert kinds == {"output_throughput": "throttled", "output_tokens_per_joule": "throttled"}
+        said_lines(result, ["not judged, a GPU slowed for heat or a hardware power brake (not comparable) (2):",
+                            "  t c2: output_throughput, output_tokens_per_joule",
+                            "  why (1 point), e.g. t c2: throttled: not comparable (GPU 0 hw_thermal * s of * s)"])
+    else:
+        assert kinds == {"output_throughput": "new", "output_tokens_per_joule": "new"}

@@ -199,7 +199,7 @@ except ImportError as exc:
 
 
 VERDICT_WORDS = {"pass", "regression", "improvement", "new", "workload changed", "unresolved", "known cost",
-                 "emulator-bound", "client-bound", "too few requests"}
+                 "emulator-bound", "client-bound", "too few requests", "throttled"}
 WORDS_ALLOWED = {"judge.verdicts": VERDICT_WORDS, "settings": {"new"}, "cli": {"new"}}  # "new": an update mode
 
 

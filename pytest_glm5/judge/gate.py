@@ -241,9 +241,10 @@ class PerfGate:
         prov = prov.with_cotenants([c for r in results for c in r.cotenants])
         labels = [r.launch or "0" for r in results]
         behind = _behind(results, self.statistics.lag_limit)
+        throttled = next((why for r in results if r.energy is not None and (why := r.energy.throttled())), None)
         checked = self._judge(config, scenario, {m: [r.metrics[m] for r in results] for m in names}, labels,
                               [r.arm for r in results], store, path, prov, self.look(look), behind,
-                              _client_bound(results))
+                              _client_bound(results), throttled)
         _tails(checked.verdicts, results)
         return checked
 
@@ -273,7 +274,8 @@ class PerfGate:
 
     def _judge(self, config: str, scenario: str, values: dict[str, list[float]], labels: list[str],
                arms: list[str], store: BaselineStore, path: Path, provenance: Provenance, look: Look,
-               behind: str | None, client: Callable[[str, float], str | None] | None = None) -> Checked:
+               behind: str | None, client: Callable[[str, float], str | None] | None = None,
+               throttled: str | None = None) -> Checked:
         out: list[Verdict] = []
         failures: list[str] = []
         ab = self.statistics.ab
@@ -304,6 +306,9 @@ class PerfGate:
                 # Never a regression and never a pass: the client, not the server, set this figure. (A new metric
                 # stays new: --update-baselines runs alone on the box, and the entry's provenance keeps the figures.)
                 v.verdict, v.note = Kind.CLIENT_BOUND, starved
+            if throttled and v.verdict in (*JUDGED, Kind.NEW):
+                # Never a regression, never a pass, never recorded: the GPU was slowed for heat or a power brake.
+                v.verdict, v.note = Kind.THROTTLED, throttled
             v.provenance = provenance.as_entry()
             v.model = provenance.model
             out.append(v)

@@ -27,13 +27,14 @@ class Kind(StrEnum):
     KNOWN_COST = "known cost"  # slower than its reference as the config says it must be
     EMULATOR_BOUND = "emulator-bound"  # the emulator fell behind its model: the host was measured
     CLIENT_BOUND = "client-bound"  # the load client's own delay is too large a share of the figure
+    THROTTLED = "throttled"  # a GPU slowed for heat or a hardware power brake during the window: not comparable
     TOO_FEW = "too few requests"  # a percentile from fewer requests than it needs (a p99 of 8 is their maximum)
     SAME = "SAME"  # A/B: B is no worse than A beyond the tolerance
     DIFFERENT = "DIFFERENT"
     UNKNOWN = "UNKNOWN"
 
 
-NOT_JUDGED = (Kind.EMULATOR_BOUND, Kind.CLIENT_BOUND, Kind.TOO_FEW)
+NOT_JUDGED = (Kind.EMULATOR_BOUND, Kind.CLIENT_BOUND, Kind.TOO_FEW, Kind.THROTTLED)
 RENAMED = {"noisy": Kind.UNRESOLVED}  # what reports before issue 20 called a verdict, for history and compare
 
 

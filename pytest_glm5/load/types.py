@@ -116,6 +116,7 @@ class BenchResult:
     stalled: bool = False
     shape: RequestShape = field(default_factory=RequestShape)
     telemetry: Any = None  # telemetry.Telemetry when NVML sampled the run
+    energy: Any = None  # energy.Window when NVML counted the run's energy (warmup included, as tokens_total)
     launch: str = ""  # which server launch measured it (build:pid): the unit of launch-to-launch variance
     build: str = ""
     arm: str = ""  # A/B: "A" or "B", the position in the ABBA block (an A/A run has one build in both arms)
@@ -157,6 +158,7 @@ class BenchResult:
             "aborted": self.aborted,
             "server_info": self.server_info,
             "telemetry": self.telemetry.to_dict() if self.telemetry is not None else None,
+            "energy": self.energy.to_dict() if self.energy is not None else None,
             "launch": self.launch,
             "build": self.build,
             "arm": self.arm,

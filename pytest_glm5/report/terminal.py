@@ -221,7 +221,9 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     for kind, title in ((Kind.EMULATOR_BOUND, "not judged, the emulator could not keep up with its model"),
                         (Kind.CLIENT_BOUND, "not judged, the load client measured its own delay (never a pass, never "
                                        "a regression)"),
-                        (Kind.TOO_FEW, "not judged, a percentile from fewer requests than it needs")):
+                        (Kind.TOO_FEW, "not judged, a percentile from fewer requests than it needs"),
+                        (Kind.THROTTLED, "not judged, a GPU slowed for heat or a hardware power brake (not "
+                                         "comparable)")):
         bound = [v for v in verdicts if v.verdict == kind]
         if bound:
             out.append(f"{title} ({len(bound)}):")
@@ -356,9 +358,15 @@ def telemetry_lines(results: Sequence[dict[str, Any]]) -> list[str]:
         mem = max(g["memory_used_gb"]["max"] for g in s)
         util = sum(g["util_pct"]["mean"] for g in s) / n
         clock = sum(g["sm_clock_mhz"]["mean"] for g in s) / n
+        energy = next((r["energy"] for r in reversed(entry.get("runs") or []) if r.get("energy")), None)
+        tpj = next((r["metrics"].get("output_tokens_per_joule") for r in reversed(entry.get("runs") or [])
+                    if r.get("energy")), None)
+        joules = (f"; {tpj:.3g} output tok/J ({energy['source']})" if tpj and energy else "") + (
+            f"; {energy['power_line']}" if energy and energy.get("power_line") else "") + (
+            f"; {energy['not_comparable']}" if energy and energy.get("not_comparable") else "")
         out.append(f"{entry['config']} {entry['scenario']}: {n} GPU, power mean {power:.0f} W (max "
                    f"{power_max:.0f} W), memory max {mem:.1f} GB, utilisation {util:.0f}%, SM clock {clock:.0f} MHz, "
-                   f"{len(tel['samples'])} samples")
+                   f"{len(tel['samples'])} samples{joules}")
     return out
 
 
