@@ -76,10 +76,10 @@ def test_slowdown_is_caught_and_update_all_acknowledges_it(pytester: pytest.Pyte
     floor_before = _floor(path)
     result = pytester.runpytest("--glm5-sim-slowdown", "0.25")
     result.assert_outcomes(passed=1, failed=1)
-    # Recording took two launches (a reference that resolves its tolerance), so the drop is tested, and a drop this
-    # large is confirmed within a round or two (on 2 vs 2 launches the look-2 alpha, 4.6e-05, is nearly reached).
+    # Recording took two launches or more (until the reference resolves its tolerance, TTFT's jitter included), so
+    # the drop is tested, and a drop this large is confirmed within a round or two.
     said_lines(result, ["glm5: t: round 2 (1 scenario unresolved): a new launch measures c2",
-                        "  t c2 output_throughput * vs 2 reference launches: -7*, * vs 2 launches (*): regression"])
+                        "  t c2 output_throughput * vs * reference launches: -7*, * vs * launches (*): regression"])
     # Default update writes only new and improved entries: the regression stays recorded as it was.
     pytester.runpytest("--glm5-sim-slowdown", "0.25", "--update-baselines")
     assert _floor(path) == floor_before

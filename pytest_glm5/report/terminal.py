@@ -358,15 +358,15 @@ def telemetry_lines(results: Sequence[dict[str, Any]]) -> list[str]:
         mem = max(g["memory_used_gb"]["max"] for g in s)
         util = sum(g["util_pct"]["mean"] for g in s) / n
         clock = sum(g["sm_clock_mhz"]["mean"] for g in s) / n
-        energy = next((r["energy"] for r in reversed(entry.get("runs") or []) if r.get("energy")), None)
-        tpj = next((r["metrics"].get("output_tokens_per_joule") for r in reversed(entry.get("runs") or [])
-                    if r.get("energy")), None)
-        joules = (f"; {tpj:.3g} output tok/J ({energy['source']})" if tpj and energy else "") + (
-            f"; {energy['power_line']}" if energy and energy.get("power_line") else "") + (
-            f"; {energy['not_comparable']}" if energy and energy.get("not_comparable") else "")
         out.append(f"{entry['config']} {entry['scenario']}: {n} GPU, power mean {power:.0f} W (max "
                    f"{power_max:.0f} W), memory max {mem:.1f} GB, utilisation {util:.0f}%, SM clock {clock:.0f} MHz, "
-                   f"{len(tel['samples'])} samples{joules}")
+                   f"{len(tel['samples'])} samples")
+        run = next((r for r in reversed(entry.get("runs") or []) if r.get("energy")), None)
+        if run is not None:  # the energy over the run, on a line of its own
+            e, tpj = run["energy"], run["metrics"].get("output_tokens_per_joule")
+            parts = [f"{tpj:.3g} output tok/J ({e['source']})" if tpj else f"{e['total_j']:.0f} J ({e['source']})",
+                     *(x for x in (e.get("power_line"), e.get("not_comparable")) if x)]
+            out.append(f"{entry['config']} {entry['scenario']}: {'; '.join(parts)}")
     return out
 
 
