@@ -74,11 +74,11 @@ def test_slowdown_is_caught_and_update_all_acknowledges_it(pytester: pytest.Pyte
     path = setup(pytester, "[defaults]\ntolerance = 0.3\n")
     pytester.runpytest("--update-baselines").assert_outcomes(passed=1)
     floor_before = _floor(path)
-    result = pytester.runpytest("--glm5-sim-slowdown", "0.25")
+    # Three launches of the slowed build: on 2 vs 2 launches a -73% drop at CV 1.2% reached its look's alpha
+    # (p 3.9e-05 < 4.6e-05) but not the run's Benjamini-Hochberg line, so the test was a coin toss, not a check.
+    result = pytester.runpytest("--glm5-sim-slowdown", "0.25", "--glm5-launches", "3")
     result.assert_outcomes(passed=1, failed=1)
-    # Recording took two launches or more (until the reference resolves its tolerance, TTFT's jitter included), so
-    # the drop is tested, and a drop this large is confirmed within a round or two.
-    said_lines(result, ["glm5: t: round 2 (1 scenario unresolved): a new launch measures c2",
+    said_lines(result, ["glm5: t: round 2 (planned): a new launch measures c2",
                         "  t c2 output_throughput * vs * reference launches: -7*, * vs * launches (*): regression"])
     # Default update writes only new and improved entries: the regression stays recorded as it was.
     pytester.runpytest("--glm5-sim-slowdown", "0.25", "--update-baselines")
