@@ -145,7 +145,9 @@ def _run_and_signal(pytester: pytest.Pytester, model: str, sig: int, wait_for: s
         proc.kill()
         raise AssertionError(f"never saw {wait_for}: {proc.communicate()[0].decode()[-2000:]}")
     os.kill(proc.pid, sig)
-    proc.wait(60)
+    # communicate, not wait: its output goes to a pipe, and a child that fills the pipe (an interrupt's traceback on a
+    # loaded CI machine) blocks writing while wait() waits for it: a deadlock that read as "pytest did not exit"
+    proc.communicate(timeout=60)
     return proc.returncode
 
 
