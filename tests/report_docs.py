@@ -31,7 +31,7 @@ def _verdict(config: str, conc: int, metric: str, value: float, verdict: str, ni
                       if "ttft" in metric or "itl" in metric else []},
             "delta": (value - base) / base * (1 if kind == "floor" else -1), "to_go": None,
             "spread": {"min": min(launches), "max": max(launches), "cv": 0.01, "n": 3,
-                       **({"requests": 3 * 4 * conc, "order_ci95": [0.97 * value, 1.04 * value]}
+                       **({"requests": 3 * 4 * conc, "pooled": 1.01 * value, "order_ci95": [0.97 * value, 1.04 * value]}
                           if metric.startswith("p99") else {})}, "samples": launches,
             "launches": launches,
             "test": {"describe": f"{(value / base - 1) * 100:+.1f}% [-2.0%, +2.0%], p 0.4, CV 1.0%, 3 vs 5 launches",

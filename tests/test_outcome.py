@@ -110,7 +110,8 @@ def test_point(perf, c):
     assert pytester.runpytest("--update-baselines").ret == 0
     same = pytester.runpytest(*OUTPUTS)
     assert outcome_agrees(same, pytester.path).startswith("PASSED: no regression; 2 series:")
-    # Unresolved: a reference spread 4% wide that one new launch cannot rule a 5% drop out of.
+    # Unresolved: references spread 30% either side, so one new launch can neither rule a 5% drop out nor (even
+    # from a busy machine that slows a tiny run by a fifth) prove one: only more launches could decide.
     import tomlkit
 
     path = next((pytester.path / "baselines").rglob("*.toml"))
@@ -119,7 +120,7 @@ def test_point(perf, c):
     for scenario in ("c1", "c2"):
         entry = doc["t"][scenario]["output_throughput"]
         floor = float(entry["floor"])
-        entry["launches"] = [round(floor * f, 4) for f in (0.94, 1.05, 0.98, 1.06, 0.95, 1.0, 1.03, 0.99)]
+        entry["launches"] = [round(floor * f, 4) for f in (0.7, 1.3, 0.8, 1.25, 0.75, 1.0, 1.2, 0.9)]
     path.write_text(tomlkit.dumps(doc))
     open_ = pytester.runpytest("--glm5-max-repeats", "1", "-k", "not test_crash", *OUTPUTS)
     assert outcome_agrees(open_, pytester.path).startswith("PASSED: no regression; 2 series: 0 decided, 2 not (2 "

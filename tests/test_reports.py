@@ -416,7 +416,9 @@ def test_the_page_shows_the_reference_beside_today(pytester: pytest.Pytester) ->
     # (A launch each of today's: 128 requests, 128 x 15 gaps; a busy machine's client-bound p99 says it too.)
     ttft, itl = rows["c8", "p99_ttft_ms"], rows["c8", "p99_itl_ms"]
     assert ttft["n"] and ttft["n"] % 128 == 0 and ttft["nw"] == "requests", ttft
-    assert ttft["ci"] is None or ttft["ci"][0] <= ttft["v"] <= ttft["ci"][1]  # 128 requests bound no p99 from above
+    # 128 requests bound no p99 from above; where launches pooled allow a CI, it brackets the pooled p99 it comes with
+    # (not the measured value: the geometric mean of each launch's p99, which a CI run once saw just below it).
+    assert ttft["ci"] is None or ttft["ci"][0] <= ttft["pc"] <= ttft["ci"][1]
     assert itl["nw"] == "inter-token gaps" and itl["n"] and itl["n"] % (128 * 15) == 0, itl
     assert rows["c1", "p99_ttft_ms"]["verdict"] == "too few requests" and rows["c1", "p99_ttft_ms"]["n"] is None
 

@@ -193,6 +193,19 @@ def test_order_statistics_bound_a_quantile_without_a_distribution() -> None:
     assert [requests_needed(q) for q in (0.5, 0.9, 0.95, 0.99)] == [2, 10, 20, 100]
 
 
+def test_an_order_ci_brackets_the_percentile_of_the_same_values() -> None:
+    # The page prints a pooled percentile beside its CI: the interpolated percentile must lie between the ranks.
+    from pytest_glm5.metrics import percentile
+
+    rng = random.Random(3)
+    for n in (2, 3, 10, 40, 100, 128, 257, 384, 1000, 3072):
+        xs = sorted(rng.lognormvariate(0, 0.5) for _ in range(n))
+        for q in (0.5, 0.9, 0.95, 0.99):
+            ci = order_ci(xs, q)
+            if ci is not None:
+                assert ci[0] <= percentile(xs, q * 100) <= ci[1], (n, q, ci)
+
+
 def test_a_night_noisier_than_its_reference_cannot_pass_on_one_lucky_launch() -> None:
     from pytest_glm5.judge.decide import against_the_night
 

@@ -14,6 +14,7 @@ from ..metrics import (
     higher_is_better,
     latency_family,
     log_cv,
+    percentile,
     quantile_of,
     requests_needed,
 )
@@ -79,9 +80,12 @@ def _tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> None:
         if not pool:
             continue  # a percentile of a family without per-request values here (TPOT): no count to claim
         ci = order_ci(pool, q)
-        # The count always; the CI where the count allows one (a p99 of 128 has no upper rank to bound it with).
+        # The count always; the CI where the count allows one (a p99 of 128 has no upper rank to bound it with),
+        # beside the figure it brackets: the percentile of every launch's values pooled, which is not the measured
+        # value (a geometric mean of each launch's own percentile) and may lie outside that value's reach.
         v.spread = {**v.spread, ("gaps" if itl else "requests"): len(pool),
-                    **({"order_ci95": [round(ci[0], 4), round(ci[1], 4)]} if ci is not None else {})}
+                    **({"pooled": round(percentile(pool, q * 100), 4),
+                        "order_ci95": [round(ci[0], 4), round(ci[1], 4)]} if ci is not None else {})}
 
 
 def _latencies(r: BenchResult, family: str) -> list[float]:

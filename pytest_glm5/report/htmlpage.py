@@ -44,13 +44,14 @@ def _compact_verdict(d: dict[str, Any]) -> dict[str, Any]:
     b = d.get("bound") or {}
     # What the table shows, nothing more: the launches and the references are in the sweep charts and the report.
     spread = d.get("spread") or {}
-    # A percentile says what it was taken from: a p99 of 40 requests is not a p99 of 4,000.
+    # A percentile says what it was taken from: a p99 of 40 requests is not a p99 of 4,000; its CI comes with the
+    # pooled percentile it brackets (the measured value is a mean of each launch's own).
     count = spread.get("requests") or spread.get("gaps")
     return {"c": d["config"], "s": d["scenario"], "m": d["metric"], "u": d.get("unit", ""), "v": _r(d["measured"]),
             "k": b.get("kind"), "b": _r(b.get("value")), "verdict": d["verdict"], "ev": change_text(d),
             "note": d.get("note", ""), "tt": target_text(d), "vs": (d.get("test") or {}).get("against", ""),
             "n": count, "nw": "requests" if spread.get("requests") else "inter-token gaps" if count else None,
-            "ci": _r(spread.get("order_ci95"))}
+            "ci": _r(spread.get("order_ci95")), "pc": _r(spread.get("pooled"))}
 
 
 def _sweep(verdicts: Sequence[dict[str, Any]], config: str) -> list[dict[str, Any]]:

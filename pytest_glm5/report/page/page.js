@@ -50,7 +50,7 @@
     tbody.append(el("tr", { class: v.verdict.replace(/ /g, "-") },
       el("td", {}, badge(v.verdict)), el("td", { text: v.c }), el("td", { text: v.s }), el("td", { text: v.m }),
       el("td", { class: "num" }, `${num(v.v)} ${v.u}`, v.n ? el("div", { class: "ev", text: `${v.m.split("_")[0]} of ` +
-        `${v.n.toLocaleString("en-US")} ${v.nw}` + (v.ci ? ` · 95% CI ${num(v.ci[0])}-${num(v.ci[1])}` : "") }) : null),
+        `${v.n.toLocaleString("en-US")} ${v.nw}` + (v.ci ? ` pooled: ${num(v.pc)} (95% CI ${num(v.ci[0])}-${num(v.ci[1])})` : "") }) : null),
       el("td", { class: "num", text: bound }),
       el("td", {}, el("span", { class: "ev", text: v.ev + (v.note ? " · " + v.note : "") })),
       el("td", { class: "ev", text: v.tt || "" })));
