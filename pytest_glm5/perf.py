@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
+from .answering import Answering
 from .configs import ServerConfig
 from .judge.gate import Checked, GateError, PerfGate
 from .judge.provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
@@ -84,6 +85,7 @@ class PerfContext:
     budget: Callable[[str, float], str | None] = lambda config, cost_s: None  # why a round of cost_s may not run
     recording: bool = False  # --update-baselines: rounds until each reference can resolve its tolerance
     said: list[str] = field(default_factory=list)  # lines for the run's summary (rounds not spent, and why)
+    answering: Answering | None = None  # the canary and the accuracy set, checked on each launch before its load
 
     def tag_pending(self, nodeid: str) -> None:
         """The test that measured each pending series first (its gate item fails on a regression)."""
@@ -167,12 +169,25 @@ def measure_plan(ctx: PerfContext, server: ServerHandle, build: str, arm: str, p
                  fail: Fail) -> list[BenchResult]:
     """A scenario's repeats on one launch, each result labelled with the launch, build and A/B arm."""
     launch = f"{build}:{server.pid}:{server.record.launched_at}"
+    # Before the launch's first load: does it answer right? (Once a launch; its verdict holds for every result.)
+    invalid = _answers_of(ctx, server, launch)
     out = []
     for _ in range(plan.repeats):
         r = bench(server, ctx, fail, plan.concurrency, plan.num_prompts, **plan.kw)
-        r.launch, r.build, r.arm = launch, build, arm
+        r.launch, r.build, r.arm, r.invalid = launch, build, arm, invalid
         out.append(r)
     return out
+
+
+def _answers_of(ctx: PerfContext, server: ServerHandle, launch: str) -> str | None:
+    """Why this launch's figures are invalid (its canary or its config's accuracy failed); None when they hold."""
+    if ctx.answering is None:
+        return None
+    try:
+        prov = ctx.provenance(server)
+    except HardwareError:
+        return None  # the check that follows fails the test with the cause
+    return ctx.answering.on_launch(server, prov, launch)
 
 
 def _arms(ab: tuple[str, str] | None, done: int) -> tuple[str, str]:
@@ -301,6 +316,9 @@ class Perf:
         else:
             checked = self._judged(partial(self._judge_once, scenario, list(rs), metrics, 1))
         gate.record(self.config, scenario, rs, checked)
+        wrong = next((r.invalid for r in rs if r.invalid), None)
+        if wrong:
+            self.fail(f"{self.config} {scenario}: {wrong}")
         if checked.failures:
             self.fail("\n".join(checked.failures))
         plan = self.plans.get(scenario)

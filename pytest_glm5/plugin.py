@@ -17,7 +17,7 @@ from .perf import Perf, PerfContext
 from .perf import bench_all_answered as run_bench
 from .report import gateitems
 from .report.junit import properties, suite_level
-from .report.terminal import TerminalProgress, WorkerLines
+from .report.terminal import TerminalProgress, WorkerLines, header_lines
 from .servers.pool import ServerPool
 from .servers.process import ServerHandle, sigterm_as_interrupt
 from .session import Glm5Session, RunError, TestItem
@@ -100,7 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Where this run's configs, baselines and hardware key come from, and the emulator's scale."""
-    return _session(config).header()
+    return header_lines(_session(config).settings)
 
 
 @pytest.hookimpl(tryfirst=True)

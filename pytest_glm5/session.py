@@ -15,18 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .answering import Answering
 from .configs import ConfigError, ServerConfig, load_configs
 from .judge.baselines import BaselineStore, store_of
 from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores, references_of, versus_all
 from .judge.merge import Merged, decided, join, update
 from .judge.plan import ConfigCost, Night, config_cost
 from .judge.provenance import git_commit
-from .judge.verdicts import Change, Verdict, run_document
+from .judge.verdicts import Change, Kind, Verdict, run_document
 from .perf import PerfContext, rounds
 from .report import exports, gateitems
 from .report.outcome import Facts, Outcome, decide, nothing_measured
 from .report.outputs import Outputs, Written, write_all
-from .report.terminal import Summary, TerminalProgress, header_lines
+from .report.terminal import Summary, TerminalProgress
 from .scaleout import shard_of
 from .servers.builds import Build, identity, load_builds
 from .servers.engines import ENGINES, EngineError, engine_factory
@@ -92,8 +93,9 @@ class Glm5Session:
         self.worker = worker  # the xdist worker id, None on the controller or alone
         self.environ = dict(os.environ if environ is None else environ)
         self.started = dt.datetime.now(dt.UTC)
-        try:
+        try:  # a question file that cannot be read stops the run now, as an output that cannot be written
             self.outputs = Outputs.from_settings(settings, self.environ)
+            self.answering = Answering.from_settings(settings)
         except SettingsError as exc:
             raise RunError(f"glm5: {exc}") from None
         self.engine_for = engine_factory(settings)
@@ -172,10 +174,6 @@ class Glm5Session:
         """One line on the terminal (nothing without one)."""
         if self.terminal is not None:
             self.terminal.write_line(line, **markup)
-
-    def header(self) -> list[str]:
-        """Where this run's configs, baselines and hardware key come from, and the emulator's scale."""
-        return header_lines(self.settings)
 
     def start(self) -> None:
         """Reap servers a killed earlier run left behind."""
@@ -332,7 +330,7 @@ class Glm5Session:
         s = self.settings
         self.context = PerfContext(pool, gate, s.rootdir, hardware=s.hardware, repeats=s.repeats,
                                    gpus=self.machine.visible_gpus, nvml_key=self.machine.nvml_key, builds=self.builds,
-                                   build=s.build_name, launches=s.launches,
+                                   build=s.build_name, launches=s.launches, answering=self.answering,
                                    budget=self.round_allowed, recording=bool(s.update_baselines) and not s.ab)
         return self.context
 
@@ -403,9 +401,11 @@ class Glm5Session:
         return self.pool.log_section(name, LOG_SECTION_LINES) if self.pool is not None and name is not None else None
 
     def close(self) -> None:
-        """Stop this process's servers (also after Ctrl-C)."""
+        """Stop this process's servers (also after Ctrl-C); --update-baselines: record what its launches answered."""
         if self.pool is not None:
             self.pool.close()
+        if self.context is not None:
+            self.context.said += self.answering.record()
 
     def meta(self, verdicts: Iterable[Verdict]) -> dict[str, Any]:
         """The run's own facts for the report: when, how long, commit, build, hardware, arguments, shard."""
@@ -519,7 +519,8 @@ class Glm5Session:
         """With the baselines: what a launch of each config measured here cost, into the baselines file of its
         hardware and model (the night computes and writes it)."""
         where: dict[str, tuple[Path, float | None]] = {}
-        for name in self.night.measure_s:
+        wrong = {v.config for v in (self.view.verdicts if self.view else []) if v.verdict == Kind.INVALID}
+        for name in set(self.night.measure_s) - wrong:  # a build that answers wrong records nothing, costs included
             cfg = (self._configs or {}).get(name)
             found = self._store_of(cfg) if cfg is not None else None
             if cfg is not None and found is not None:
@@ -546,4 +547,4 @@ class Glm5Session:
                 unfinished=self.unfinished, written=self.written, costs_written=self.night.recorded,
                 said=self.context.said if self.context is not None else [],
                 spent=self.night.spent_lines(self.pool.load_s if self.pool is not None else {}, took),
-                gpus=describe(self.machine.gpus())).display(tr)
+                gpus=describe(self.machine.gpus()), answers=self.answering.lines()).display(tr)

@@ -32,6 +32,19 @@ def _positive(value: str) -> float:
     return _number_in(value, lambda x: 0 < x < float("inf"), "must be a number > 0")
 
 
+def _fraction(value: str) -> float:
+    return _number_in(value, lambda x: 0 <= x < 1, "must be a fraction from 0 up to (not including) 1")
+
+
+def _accuracy_set(value: str) -> str:
+    if value.startswith("generated:"):
+        parts = value.split(":")
+        if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts[1:]) or int(parts[1]) < 1:
+            raise ValueError("must be generated:N or generated:N:SEED with N >= 1 (e.g. generated:400), or a GSM8K "
+                             "JSONL file")
+    return value
+
+
 def _non_negative(value: str) -> float:
     return _number_in(value, lambda x: 0 <= x < float("inf"), "must be a number >= 0")
 
@@ -203,6 +216,8 @@ SETTINGS: tuple[Setting, ...] = (
             parse=_positive),
     Setting("glm5-sim-slowdown", "emulated decode speed times F (0.8 injects a 20%% regression)", 1.0,
             parse=_positive, ini=False),
+    Setting("glm5-sim-garbage", "emulated tokens replaced by random ones at this rate, at full speed: a fast and "
+            "wrong build (default 0)", 0.0, parse=_fraction, ini=False),
     Setting("glm5-sim-startup-s", "emulated model-load seconds (default: the profile's)", parse=_non_negative),
     Setting("glm5-log-dir", "where server logs go (default: glm5-logs under pytest's basetemp)", path=True),
     Setting("glm5-startup-timeout", "seconds a server may take to become ready (default 3600)", 3600.0,
@@ -264,6 +279,10 @@ SETTINGS: tuple[Setting, ...] = (
             "(SAME / DIFFERENT / UNKNOWN); no baselines needed", ini=False, parse=parse_ab),
     Setting("glm5-budget", "bound the run's time on the box, e.g. 8h or 90m: rounds (extra launches) run only "
             "while they fit after the first launches of the configs not yet run", parse=parse_duration),
+    Setting("glm5-no-canary", "skip the canary (16 greedy prompts on every launch before its load, compared with "
+            "the replies recorded with the baselines)", flag=True, ini=False),
+    Setting("glm5-accuracy-set", "paired accuracy test on each config's first launch: generated:N[:SEED] (arithmetic "
+            "word problems, no download) or a GSM8K JSONL file (default: none)", parse=_accuracy_set, path=True),
     Setting("glm5-plan", "print the run's plan (configs, launches, estimated time on this box) and launch nothing",
             flag=True, ini=False),
 )
@@ -353,6 +372,7 @@ class Settings:
     sim_time_scale: float = 1.0
     sim_slowdown: float = 1.0
     sim_startup_s: float | None = None
+    sim_garbage: float = 0.0
     log_dir: str | None = None
     startup_timeout: float = 3600.0
     stop_timeout: float = 60.0
@@ -385,6 +405,8 @@ class Settings:
     ab: tuple[str, str] | None = None
     budget: float | None = None  # seconds
     plan: bool = False
+    no_canary: bool = False
+    accuracy_set: str | None = None
 
     @classmethod
     def resolve(cls, sources: Sources, rootdir: Path, invocation_dir: Path) -> Settings:

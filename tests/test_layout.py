@@ -16,7 +16,8 @@ ROOT = "pytest_glm5"
 WINGS = [
     ("plugin", "hooks"), ("roles", "hooks"),
     ("session", "session"), ("cli", "cli"),
-    ("perf", "perf"), ("measurement", "perf"),
+    ("perf", "perf"), ("measurement", "perf"), ("answering", "perf"),
+    ("correctness", "correctness"),
     ("servers.engines.sim", "sim-engine"),
     ("servers", "servers"), ("judge", "judge"), ("report", "report"), ("load", "load"),
     ("sim", "sim"),
@@ -27,15 +28,16 @@ WINGS = [
 # the servers never import the load wing; only the emulator's own engine and the CLI import sim.
 MAY = {
     "hooks": {"hooks", "session", "perf", "judge", "servers", "report", "load", "base"},
-    "cli": {"session", "perf", "judge", "servers", "report", "load", "base", "sim"},
-    "session": {"session", "perf", "judge", "servers", "report", "load", "base"},
-    "perf": {"perf", "judge", "servers", "load", "base"},
+    "cli": {"session", "perf", "judge", "servers", "report", "load", "base", "sim", "correctness"},
+    "session": {"session", "perf", "judge", "servers", "report", "load", "base", "correctness"},
+    "perf": {"perf", "judge", "servers", "load", "base", "correctness"},
     "report": {"report", "judge", "load", "base"},
-    "judge": {"judge", "load", "base"},
+    "judge": {"judge", "load", "base", "correctness"},
     "load": {"load", "base"},
     "servers": {"servers", "sim-engine", "base"},  # the engine registry names the emulator's engine
     "sim-engine": {"servers", "base", "sim"},
-    "sim": {"sim", "base"},
+    "sim": {"sim", "base", "correctness"},  # the emulated model answers the generated questions
+    "correctness": {"correctness", "base"},  # questions, grading, the canary rule, McNemar: no HTTP, no judge
     "base": {"base"},
 }
 NEVER = {  # wing -> modules of an allowed wing it still must not import

@@ -88,6 +88,16 @@ def _tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> None:
                         "order_ci95": [round(ci[0], 4), round(ci[1], 4)]} if ci is not None else {})}
 
 
+def _apart(results: Sequence[BenchResult]) -> tuple[Kind, str] | None:
+    """Why these runs are not the build's speed at all (INVALID: it answers wrong) or not comparable (THROTTLED: a
+    GPU slowed for heat or a power brake); None when neither."""
+    invalid = next((r.invalid for r in results if r.invalid), None)
+    if invalid:
+        return Kind.INVALID, invalid
+    throttled = next((why for r in results if r.energy is not None and (why := r.energy.throttled())), None)
+    return (Kind.THROTTLED, throttled) if throttled else None
+
+
 def _latencies(r: BenchResult, family: str) -> list[float]:
     """The values (ms) a TTFT, ITL or end-to-end percentile is taken over: a request each, every gap between tokens
     for ITL; empty for the other families."""
@@ -245,10 +255,9 @@ class PerfGate:
         prov = prov.with_cotenants([c for r in results for c in r.cotenants])
         labels = [r.launch or "0" for r in results]
         behind = _behind(results, self.statistics.lag_limit)
-        throttled = next((why for r in results if r.energy is not None and (why := r.energy.throttled())), None)
         checked = self._judge(config, scenario, {m: [r.metrics[m] for r in results] for m in names}, labels,
                               [r.arm for r in results], store, path, prov, self.look(look), behind,
-                              _client_bound(results), throttled)
+                              _client_bound(results), _apart(results))
         _tails(checked.verdicts, results)
         return checked
 
@@ -279,7 +288,7 @@ class PerfGate:
     def _judge(self, config: str, scenario: str, values: dict[str, list[float]], labels: list[str],
                arms: list[str], store: BaselineStore, path: Path, provenance: Provenance, look: Look,
                behind: str | None, client: Callable[[str, float], str | None] | None = None,
-               throttled: str | None = None) -> Checked:
+               apart: tuple[Kind, str] | None = None) -> Checked:
         out: list[Verdict] = []
         failures: list[str] = []
         ab = self.statistics.ab
@@ -310,9 +319,13 @@ class PerfGate:
                 # Never a regression and never a pass: the client, not the server, set this figure. (A new metric
                 # stays new: --update-baselines runs alone on the box, and the entry's provenance keeps the figures.)
                 v.verdict, v.note = Kind.CLIENT_BOUND, starved
-            if throttled and v.verdict in (*JUDGED, Kind.NEW):
+            if apart is not None and apart[0] == Kind.INVALID:
+                # Whatever the figure says, it is not the build's speed: the build answers wrong. Never recorded.
+                was = str(v.verdict) + (f", {v.delta * 100:+.1f}% from its bound" if v.delta is not None else "")
+                v.verdict, v.note = Kind.INVALID, f"{apart[1]} (the figure alone would read {was})"
+            elif apart is not None and v.verdict in (*JUDGED, Kind.NEW):
                 # Never a regression, never a pass, never recorded: the GPU was slowed for heat or a power brake.
-                v.verdict, v.note = Kind.THROTTLED, throttled
+                v.verdict, v.note = apart
             v.provenance = provenance.as_entry()
             v.model = provenance.model
             out.append(v)

@@ -18,6 +18,7 @@ from ..metrics import geometric_mean, unit_of
 class Kind(StrEnum):
     """What a verdict says. A str, so documents and baselines keep the words they always had."""
 
+    INVALID = "invalid"  # faster, but wrong: the launch's canary or the config's accuracy failed
     PASS = "pass"
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"

@@ -118,6 +118,7 @@ class BenchResult:
     telemetry: Any = None  # telemetry.Telemetry when NVML sampled the run
     energy: Any = None  # energy.Window when NVML counted the run's energy (warmup included, as tokens_total)
     launch: str = ""  # which server launch measured it (build:pid): the unit of launch-to-launch variance
+    invalid: str | None = None  # why the launch's answers make its figures worthless (a failed canary, accuracy)
     build: str = ""
     arm: str = ""  # A/B: "A" or "B", the position in the ABBA block (an A/A run has one build in both arms)
     lag_s: float | None = None  # seconds an emulator fell behind its own model during the run (None: not known)

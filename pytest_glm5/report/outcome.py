@@ -98,6 +98,11 @@ def nothing_measured(config_tests: int, gpu_skipped: Mapping[str, str], not_run:
 def decide(f: Facts) -> Outcome:
     """The run's outcome from its facts (value in, value out)."""
     reasons: list[str] = []
+    wrong = {v.config: _wrong(v.note) for v in f.verdicts if v.verdict == Kind.INVALID}
+    if wrong:  # first: a figure of a build that answers wrong is no figure at all
+        named = "; ".join(f"{c}: {why}" for c, why in list(wrong.items())[:2])
+        reasons.append(f"faster, but wrong: {_n(len(wrong), 'config')} answered wrong ({named}"
+                       f"{', and more' if len(wrong) > 2 else ''})")
     if f.regressed:
         named = ", ".join(f"{v.config} {v.scenario} {v.metric} {_change(v)}" for v in f.regressed[:3])
         more = f", and {len(f.regressed) - 3} more" if len(f.regressed) > 3 else ""
@@ -136,6 +141,16 @@ def decide(f: Facts) -> Outcome:
     if reasons:
         return Outcome("FAILED", "FAILED: " + "; ".join([*reasons, *notes]))
     return Outcome("PASSED", "; ".join(["PASSED: no regression", *notes]))
+
+
+def _wrong(note: str) -> str:
+    """The head of an INVALID verdict's note: `canary failed: 12 of 16 prompts diverged within their first 12
+    tokens` or `accuracy 71.0% vs 90.0% (-19.0 points), p=1.2e-08`."""
+    text = note.split(" (the figure alone")[0].removeprefix("faster, but wrong: ")
+    if text.startswith("accuracy"):
+        p = text.split("McNemar ", 1)[1].split(" ", 1)[0] if "McNemar " in text else ""
+        return text.split(":", 1)[0] + (f", {p}" if p else "")
+    return text.split(" (", 1)[0]
 
 
 def _change(v: Verdict) -> str:

@@ -407,6 +407,7 @@ class Summary:
     said: Sequence[str] = ()  # why rounds were not spent
     spent: Sequence[str] = ()  # the launches against the plan
     gpus: str = ""  # NVML's GPUs in words, where no telemetry came
+    answers: Sequence[str] = ()  # what the launches answered: the canary, the accuracy set (answering.py)
 
     def display(self, tr: Any) -> None:
         """Write the summary to pytest's terminal reporter (section, write_line with markup)."""
@@ -425,6 +426,10 @@ class Summary:
                                           view.family_size, self.alpha if view.family_size else 0.0, self.not_run,
                                           self.unfinished)):
             tr.write_line(line, red=line.startswith(("regressions", "cannot", "NO BASELINES", "never finished")))
+        if self.answers:
+            tr.write_line("answers (checked before each launch's load):")
+            for line in wrapped([f"  {line}" for line in self.answers]):
+                tr.write_line(line, red=" failed" in line or ": a drop" in line)
         drift = {(a.series.config, a.series.scenario, a.series.metric): a.drift
                  for a in (self.written.analyses if self.written else [])}
         for line in wrapped([*target_lines(view.verdicts, drift), *campaign_lines(view.versus)]):

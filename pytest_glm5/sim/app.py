@@ -30,6 +30,7 @@ from aiohttp import web
 from .. import __version__
 from ..spec.sglang import VERSION as SGLANG_VERSION
 from ..spec.sglang import gpus_needed
+from .answers import Answers, token_id
 from .args import parse_args, sglang_args
 from .engine import AsyncEngine, Scheduler, SimRequest, Step
 from .profile import Model, ProfileError, load_profile, resolve
@@ -115,6 +116,9 @@ class SimServer:
         self.engine.hang_after_tokens = ns.sim_hang_after_tokens
         self.engine.jit_pause_s = ns.sim_jit_pause_s
         self.fault_rng = random.Random(seed + 7)
+        accuracy = float(self.profile.get("answers", {}).get("accuracy", 0.9))
+        self.answers = Answers(seed=seed, accuracy=accuracy, garbage=ns.sim_garbage, garbage_late=ns.sim_garbage_late,
+                               nondeterminism=ns.sim_nondeterminism, eos_per_token=self.model.eos_per_token)
         self.faults: dict[str, float] = dict(ns.sim_fault)
         self.status = "Starting"
         self.started = time.time()
@@ -159,10 +163,15 @@ class SimServer:
                 return kind
         return None
 
-    def new_request(self, prompt_len: int, max_new: int, ignore_eos: bool) -> SimRequest:
-        """A request admitted to the scheduler."""
-        req = SimRequest(rid=uuid.uuid4().hex, prompt_len=prompt_len, max_new_tokens=max_new,
-                         stop_at=self.scheduler.stop_point(max_new, ignore_eos))
+    def new_request(self, prompt_len: int, max_new: int, ignore_eos: bool, text: str | None = None) -> SimRequest:
+        """A request admitted to the scheduler; a text prompt gets the emulated model's reply (sim.answers), which
+        ends where the reply does unless EOS is ignored."""
+        words = None
+        if text is not None:
+            words = self.answers.reply(text, max_new, ignore_eos)
+        stop_at = len(words) if words else self.scheduler.stop_point(max_new, ignore_eos)
+        req = SimRequest(rid=uuid.uuid4().hex, prompt_len=prompt_len, max_new_tokens=max_new, stop_at=stop_at,
+                         words=words)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         self.engine.submit(req)
@@ -303,7 +312,8 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
     fault = srv._fault()
     if fault == "http500":
         return _error(500, "Internal server error (injected by --sim-fault)")
-    req = srv.new_request(plen, max_new, bool(sp.get("ignore_eos", False)))
+    text = body.get("text") if isinstance(body.get("text"), str) and body.get("input_ids") is None else None
+    req = srv.new_request(plen, max_new, bool(sp.get("ignore_eos", False)), text)
     req.received_at = received
     t0 = time.perf_counter()
     try:
@@ -352,8 +362,17 @@ def _sent(req: SimRequest) -> None:
         req.sent_last_at = now
 
 
+def _pieces(req: SimRequest, start: int, end: int) -> tuple[list[int], str]:
+    """The ids and text of tokens start..end: the reply's words for a text prompt, else a fixed sequence."""
+    if req.words is not None:
+        words = req.words[start:end]
+        return [token_id(w) for w in words], "".join(" " + w for w in words)
+    ids = [(7 * i + 11) % 9973 for i in range(start, end)]
+    return ids, "".join(_word(t) for t in ids)
+
+
 def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
-    ids = [(7 * i + 11) % 9973 for i in range(req.generated)]
+    ids, text = _pieces(req, 0, req.generated)
     meta: dict[str, Any] = {
         "id": req.rid,
         "finish_reason": _finish_native(req),
@@ -364,7 +383,7 @@ def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
     }
     if req.finished:
         meta["e2e_latency"] = time.perf_counter() - t0
-    return {"text": "".join(_word(t) for t in ids), "output_ids": ids, "meta_info": meta}
+    return {"text": text, "output_ids": ids, "meta_info": meta}
 
 
 async def handle_completions(request: web.Request) -> web.StreamResponse:
@@ -390,7 +409,8 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
     fault = srv._fault()
     if fault == "http500":
         return _error(500, "Internal server error (injected by --sim-fault)")
-    req = srv.new_request(plen, max_new, bool(body.get("ignore_eos", False)))
+    req = srv.new_request(plen, max_new, bool(body.get("ignore_eos", False)), prompt if isinstance(prompt, str)
+                          else None)
     model = srv.args["served_model_name"]
     cid = "cmpl-" + req.rid
     created = int(time.time())
@@ -398,13 +418,13 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
     try:
         if not body.get("stream"):
             await srv.wait_finished(req)
-            text = "".join(_word((7 * i + 11) % 9973) for i in range(req.generated))
+            text = _pieces(req, 0, req.generated)[1]
             return web.json_response({
                 "id": cid, "object": "text_completion", "created": created, "model": model,
                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": req.finish_reason}],
                 "usage": _usage(plen, req.generated)})
         def chunk(sent: int, n: int) -> dict[str, Any]:
-            text = "".join(_word((7 * i + 11) % 9973) for i in range(sent, n))
+            text = _pieces(req, sent, n)[1]
             return {"id": cid, "object": "text_completion", "created": created, "model": model,
                     "choices": [{"index": 0, "text": text, "logprobs": None,
                                  "finish_reason": req.finish_reason if req.finished else None}],

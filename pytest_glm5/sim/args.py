@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..spec.sglang import flag_table
@@ -79,14 +80,23 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _env_slowdown() -> float:
-    text = os.environ.get("GLM5_SIM_SLOWDOWN", "")
+def _env(name: str, parse: Callable[[str], float], default: float, what: str) -> float:
+    """A build's knob from its environment (a [build.X] env makes a slow or a wrong build); SystemExit on a bad one."""
+    text = os.environ.get(name, "")
     if not text:
-        return 1.0
+        return default
     try:
-        return _positive(text)
+        return parse(text)
     except (ValueError, argparse.ArgumentTypeError):
-        raise SystemExit(f"sglang serve: error: env GLM5_SIM_SLOWDOWN must be a number > 0, got {text!r}") from None
+        raise SystemExit(f"sglang serve: error: env {name} must be {what}, got {text!r}") from None
+
+
+def _env_slowdown() -> float:
+    return _env("GLM5_SIM_SLOWDOWN", _positive, 1.0, "a number > 0")
+
+
+def _env_fraction(name: str) -> float:
+    return _env(name, _fraction, 0.0, "a fraction in [0, 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,6 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-slowdown", type=_positive, default=_env_slowdown(),
                      help="decode speed times F (0.8 = a 20%% slower decode), to inject a regression; default "
                           "env GLM5_SIM_SLOWDOWN (a build's env makes a slow build), else 1")
+    sim.add_argument("--sim-garbage", type=_fraction, default=_env_fraction("GLM5_SIM_GARBAGE"), metavar="RATE",
+                     help="replace each generated token by a random one with chance RATE, at full speed: a fast "
+                          "and wrong build; default env GLM5_SIM_GARBAGE (a build's env makes a wrong build), else 0")
+    sim.add_argument("--sim-garbage-late", type=_fraction, default=_env_fraction("GLM5_SIM_GARBAGE_LATE"),
+                     metavar="RATE", help="the same, only in the second half of each reply (where the answer is); "
+                                          "default env GLM5_SIM_GARBAGE_LATE, else 0")
+    sim.add_argument("--sim-nondeterminism", type=_fraction, default=_env_fraction("GLM5_SIM_NONDETERMINISM"),
+                     metavar="P", help="a share P of requests diverges at one late token to a near-tie word, the "
+                                       "answer kept (batch-variant kernels): no correctness alarm may follow; "
+                                       "default env GLM5_SIM_NONDETERMINISM, else 0")
     sim.add_argument("--sim-seed", type=int, default=None,
                      help="seed of the step noise, the faults and the launch's speed factor (unset: step noise and "
                           "faults use 0, and each launch draws its own factor, as real launches differ)")

@@ -43,6 +43,7 @@ class SimRequest:
     sent_last_at: float = 0.0  # when the handler wrote its last token
     seq: int = 0
     waiter: asyncio.Future[None] | None = field(default=None, repr=False)
+    words: list[str] | None = field(default=None, repr=False)  # a text prompt's reply (sim.answers); None: ids
 
     @property
     def kv_tokens(self) -> int:

@@ -28,7 +28,7 @@ def engine_factory(s: Settings) -> Callable[[ServerConfig], Engine]:
     def engine_for(cfg: ServerConfig) -> Engine:
         if s.sim or cfg.engine == "sim":
             return SimEngine(profile=s.sim_profile, time_scale=s.sim_time_scale, slowdown=s.sim_slowdown,
-                             startup_s=s.sim_startup_s, noise=s.sim_noise)
+                             startup_s=s.sim_startup_s, noise=s.sim_noise, garbage=s.sim_garbage)
         if cfg.engine not in ENGINES:
             raise EngineError(f"config {cfg.name}: engine {cfg.engine!r} is not one of {', '.join(ENGINES)}")
         return ENGINES[cfg.engine]()

@@ -25,7 +25,7 @@ class SimEngine(SpeaksSGLang):
 
     def __init__(self, profile: str | None = None, time_scale: float = 1.0, slowdown: float = 1.0,
                  startup_s: float | None = None, seed: int | None = None, noise: float | None = None,
-                 extra: list[str] | None = None, python: str | None = None) -> None:
+                 extra: list[str] | None = None, python: str | None = None, garbage: float = 0.0) -> None:
         self.python = python or sys.executable
         self.profile = profile
         self.time_scale = time_scale
@@ -33,6 +33,7 @@ class SimEngine(SpeaksSGLang):
         self.startup_s = startup_s
         self.seed = seed
         self.noise = noise
+        self.garbage = garbage
         self.extra = list(extra or [])
 
     def profile_of(self, cfg: ServerConfig) -> str:
@@ -67,6 +68,8 @@ class SimEngine(SpeaksSGLang):
         # Unset, a build's env (GLM5_SIM_SLOWDOWN) decides; unseeded, each launch draws its own speed factor.
         if self.slowdown != 1.0:
             out += ["--sim-slowdown", str(self.slowdown)]
+        if self.garbage:
+            out += ["--sim-garbage", str(self.garbage)]
         if self.seed is not None:
             out += ["--sim-seed", str(self.seed)]
         if self.noise is not None:
@@ -115,8 +118,9 @@ class SimEngine(SpeaksSGLang):
 
     def fingerprint_extra(self) -> dict[str, Any]:
         """What the emulator's own flags make of it."""
+        # A wrong build is another build: a kept server of the right one is never reused for it.
         return {"sim": [self.profile, self.time_scale, self.slowdown, self.startup_s, self.seed, self.noise,
-                        self.extra]}
+                        self.extra, *([self.garbage] if self.garbage else [])]}
 
     def compare(self, cfg: ServerConfig, model: str, info: dict[str, Any]) -> list[str]:
         """Same rules as SGLang: its /server_info has the same keys."""

@@ -1,0 +1,220 @@
+"""What each launch answers, checked before its load: the canary on every launch, the accuracy set on a config's
+first launch of the run. A launch that answers wrong makes its figures INVALID ("faster, but wrong"): the gate
+marks them, the run fails, and --update-baselines records nothing of that config.
+
+Costs are seconds per launch (a launch of GLM-5 is 30-50 minutes): 16 prompts of 32 tokens at once, and the accuracy
+set once a night at the config's own concurrency; both are timed and priced in the plan (judge/plan.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .correctness import canary
+from .correctness.paired import Accuracy, judge_accuracy
+from .correctness.questions import Question, QuestionsError, correct, generate, load_jsonl
+from .judge.answers import AnswersError, AnswerStore, answers_path
+from .judge.baselines import baseline_path
+from .judge.provenance import Provenance
+from .load.replies import Reply, ask
+from .servers.process import ServerHandle
+from .settings import Settings, SettingsError
+
+ACCURACY_MAX_TOKENS = 512  # a worked GSM8K answer fits; the emulator's are about 30
+
+
+def parse_accuracy_set(spec: str, root: Path) -> tuple[str, list[Question]]:
+    """`generated:N[:SEED]` or a GSM8K JSONL path: its name (recorded with the reference) and its questions."""
+    if spec.startswith("generated:"):
+        parts = spec.split(":")
+        try:
+            n = int(parts[1])
+            seed = int(parts[2]) if len(parts) > 2 else 0
+            if n < 1 or len(parts) > 3:
+                raise ValueError
+        except ValueError:
+            raise QuestionsError(f"--glm5-accuracy-set = {spec!r}: expected generated:N or generated:N:SEED with "
+                                 "N >= 1 (e.g. generated:400), or a GSM8K JSONL file") from None
+        return f"generated:{n}:{seed}", generate(n, seed)
+    path = Path(spec) if Path(spec).is_absolute() else root / spec
+    if not path.is_file():
+        raise QuestionsError(f"--glm5-accuracy-set = {spec!r}: no such file ({path}); point it at GSM8K's test.jsonl "
+                             "or use generated:N")
+    return path.name, load_jsonl(path)
+
+
+@dataclass
+class LaunchAnswers:
+    """What one launch answered: the canary's check (or why none), the accuracy judged, the seconds it took."""
+
+    config: str
+    launch: str
+    canary: canary.CanaryCheck | None = None
+    canary_note: str = ""
+    accuracy: Accuracy | None = None
+    accuracy_note: str = ""
+    seconds: float = 0.0
+    store: AnswerStore | None = field(default=None, repr=False)
+    replies: list[Reply] = field(default_factory=list, repr=False)
+    right: list[bool] = field(default_factory=list, repr=False)
+    tokens: list[int] = field(default_factory=list, repr=False)
+
+    @property
+    def invalid(self) -> str | None:
+        """Why this launch's figures are not the build's speed (None: its answers held)."""
+        if self.canary is not None and not self.canary.ok:
+            return "faster, but wrong: " + self.canary.line()
+        if self.accuracy is not None and self.accuracy.failed:
+            return "faster, but wrong: " + self.accuracy.line()
+        return None
+
+
+class Answering:
+    """The run's answer checks: one per launch, the config's accuracy once, the reference files, the summary."""
+
+    def __init__(self, root: Path, canary_on: bool, accuracy_set: str | None, alpha: float, recording: bool,
+                 say: Callable[[str], None] = lambda line: None) -> None:
+        self.root = root
+        self.canary_on = canary_on
+        self.alpha = alpha
+        self.recording = recording
+        self.say = say
+        self.accuracy_name, self.questions = (parse_accuracy_set(accuracy_set, root) if accuracy_set
+                                              else ("", []))
+        self.launches: dict[str, LaunchAnswers] = {}  # launch id -> what it answered
+        self.stores: dict[Path, AnswerStore] = {}
+        self.wrong: dict[str, str] = {}  # config -> why its figures tonight are invalid (accuracy holds all night)
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> Answering:
+        """The run's checks: the canary unless --glm5-no-canary, the accuracy set if one is named; SettingsError
+        when the set cannot be read."""
+        try:
+            recording = bool(s.update_baselines) and not s.ab
+            return cls(s.baselines_root, not s.no_canary, s.accuracy_set, s.alpha, recording)
+        except QuestionsError as exc:
+            raise SettingsError(str(exc)) from None
+
+    def _store(self, prov: Provenance) -> AnswerStore:
+        path = answers_path(baseline_path(self.root, prov.hardware, prov.model))
+        if path not in self.stores:
+            self.stores[path] = AnswerStore(path)
+        return self.stores[path]
+
+    def on_launch(self, server: ServerHandle, prov: Provenance, launch: str) -> str | None:
+        """Check a launch before its first load (once): why its figures are invalid, None when its answers held."""
+        config = server.config.name
+        if launch in self.launches:
+            return self.launches[launch].invalid or self.wrong.get(config)
+        first = not any(a.config == config for a in self.launches.values())
+        done = LaunchAnswers(config, launch)
+        self.launches[launch] = done
+        if not self.canary_on and not (first and self.questions):
+            return None
+        t0 = time.monotonic()
+        try:
+            store = done.store = self._store(prov)
+        except AnswersError as exc:
+            done.canary_note = str(exc)
+            return None
+        protocol = server.config.protocol or server.engine.protocol
+        model = str(server.server_info().get("served_model_name") or "default")
+        if self.canary_on:
+            self._canary(server.url, protocol, model, store, done)
+        if first and self.questions:
+            self._accuracy(server.url, protocol, model, store, done)
+        done.seconds = time.monotonic() - t0
+        why = done.invalid
+        if why and done.accuracy is not None and done.accuracy.failed:
+            self.wrong[config] = why
+        return why or self.wrong.get(config)
+
+    def _canary(self, url: str, protocol: str, model: str, store: AnswerStore, done: LaunchAnswers) -> None:
+        replies = ask(url, protocol, canary.PROMPTS, canary.MAX_TOKENS, model, concurrency=len(canary.PROMPTS))
+        failed = [r.error for r in replies if r.error]
+        if failed:
+            done.canary_note = f"canary not run: {len(failed)} of {len(replies)} prompts failed ({failed[0]})"
+            return
+        done.replies = replies
+        unit = "tokens" if all(r.ids is not None for r in replies) else "words"
+        reference = store.canary(done.config) if store.canary_unit(done.config) == unit else []
+        if not reference:
+            done.canary_note = ("canary: no reference replies yet (recorded with --update-baselines; 5 launches "
+                                "calibrate it)")
+            return
+        rule = canary.calibrate(reference)
+        done.canary = canary.check(rule, reference[0], [r.pieces for r in replies], unit=unit)
+
+    def _accuracy(self, url: str, protocol: str, model: str, store: AnswerStore, done: LaunchAnswers) -> None:
+        qs = self.questions
+        replies = ask(url, protocol, [q.prompt for q in qs], ACCURACY_MAX_TOKENS, model, concurrency=32)
+        failed = [r.error for r in replies if r.error]
+        if failed:
+            done.accuracy_note = f"accuracy not measured: {len(failed)} of {len(qs)} questions failed ({failed[0]})"
+            return
+        done.right = [correct(r.text, q) for r, q in zip(replies, qs, strict=True)]
+        done.tokens = [r.tokens for r in replies]
+        ref = store.accuracy(done.config)
+        share = f"{sum(done.right)} of {len(qs)} right ({100 * sum(done.right) / len(qs):.1f}%)"
+        if ref is None:
+            done.accuracy_note = f"accuracy {share} on {self.accuracy_name}: no reference yet (--update-baselines)"
+        elif ref.get("set") != self.accuracy_name or ref.get("ids") != [q.id for q in qs]:
+            done.accuracy_note = (f"accuracy {share} on {self.accuracy_name}: the reference was recorded on "
+                                  f"{ref.get('set')}; not compared (record it with --update-baselines)")
+        else:
+            done.accuracy = judge_accuracy([c == "1" for c in ref["right"]], done.right,
+                                           [float(x) for x in ref["tokens"]], [float(x) for x in done.tokens],
+                                           self.alpha)
+
+    def record(self) -> list[str]:
+        """--update-baselines: every config whose launches answered right adds their canary replies (up to the cap)
+        and its accuracy; a config with a wrong launch is not recorded, and the lines say so."""
+        if not self.recording:
+            return []
+        out = []
+        by_config: dict[str, list[LaunchAnswers]] = {}
+        for a in self.launches.values():
+            by_config.setdefault(a.config, []).append(a)
+        for config, launches in by_config.items():
+            wrong = next((a.invalid for a in launches if a.invalid), None) or self.wrong.get(config)
+            if wrong:
+                out.append(f"{config}: answers not recorded, nor its figures: {wrong}")
+                continue
+            store = next((a.store for a in launches if a.store is not None), None)
+            if store is None:
+                continue
+            for a in launches:
+                if a.replies:
+                    unit = "tokens" if all(r.ids is not None for r in a.replies) else "words"
+                    store.add_canary(config, [list(r.pieces) for r in a.replies], unit)
+                if a.right and self.questions:
+                    store.set_accuracy(config, self.accuracy_name, [q.id for q in self.questions], a.right, a.tokens)
+            kept = len(store.canary(config))
+            out.append(f"{config}: answers recorded in {store.path.name} (canary: {kept} reference launches"
+                       f"{'' if kept >= canary.MIN_LAUNCHES else f'; {canary.MIN_LAUNCHES} calibrate it'})")
+        for store in self.stores.values():
+            store.save()
+        return out
+
+    def lines(self) -> list[str]:
+        """The summary's answer lines, a config at a time: each failed canary, the others counted, the accuracy."""
+        out: list[str] = []
+        for config in dict.fromkeys(a.config for a in self.launches.values()):
+            mine = [a for a in self.launches.values() if a.config == config]
+            checked = [a.canary for a in mine if a.canary is not None]
+            out += [f"{config}: {c.line()}" for c in checked if not c.ok]
+            held = [c for c in checked if c.ok]
+            if held:
+                out.append(f"{config}: canary held on {len(held)} of {len(mine)} launches: {held[-1].line()}")
+            notes = dict.fromkeys(a.canary_note for a in mine if a.canary is None and a.canary_note)
+            out += [f"{config}: {note} ({len(mine)} launches)" for note in notes]
+            out += [f"{config}: {a.accuracy.line() if a.accuracy else a.accuracy_note}" for a in mine
+                    if a.accuracy is not None or a.accuracy_note]
+        return out
+
+    def seconds(self, config: str) -> float:
+        """What checking answers took this config tonight (the plan prices it)."""
+        return sum(a.seconds for a in self.launches.values() if a.config == config)

@@ -1,0 +1,91 @@
+"""What a config's answers were when its baselines were recorded: the canary's replies launch by launch and the
+accuracy set's per-question results, in `<hardware>/<model key>.answers.json` beside the baselines TOML (token
+ids are many and nobody reviews them line by line; the TOML keeps what people read).
+
+>>> import tempfile; d = Path(tempfile.mkdtemp())
+>>> s = AnswerStore(d / "m.answers.json")
+>>> s.add_canary("t", [[1, 2], [3]], unit="tokens"); s.save()
+>>> AnswerStore(d / "m.answers.json").canary("t")
+[[[1, 2], [3]]]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..textfiles import atomic_write, read_utf8
+
+CANARY_CAP = 12  # reference launches kept per config: enough to calibrate, a file that stays small
+
+
+class AnswersError(ValueError):
+    """An answers file that cannot be read: the message names it and the fix."""
+
+
+def answers_path(baselines: Path) -> Path:
+    """The answers file beside a baselines file."""
+    return baselines.with_name(baselines.stem + ".answers.json")
+
+
+class AnswerStore:
+    """One answers file: read once, changed in memory, written atomically."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.data: dict[str, Any] = {"configs": {}}
+        self.changed = False
+        if path.exists():
+            try:
+                loaded = json.loads(read_utf8(path))
+                if not isinstance(loaded, dict) or not isinstance(loaded.get("configs"), dict):
+                    raise ValueError("no 'configs' object")
+                self.data = loaded
+            except (ValueError, UnicodeError) as exc:
+                raise AnswersError(f"{path}: not an answers file ({exc}); restore it from git (git checkout -- "
+                                   f"{path.name}) or delete it and record again with --update-baselines") from None
+
+    def _config(self, name: str) -> dict[str, Any]:
+        configs: dict[str, dict[str, Any]] = self.data["configs"]
+        return configs.setdefault(name, {})
+
+    def canary(self, config: str) -> list[list[list[Any]]]:
+        """The config's reference canary launches, oldest first (each a reply per prompt)."""
+        got = self.data["configs"].get(config, {}).get("canary", {}).get("launches", [])
+        return [list(map(list, launch)) for launch in got]
+
+    def canary_unit(self, config: str) -> str:
+        """What the recorded replies are made of: tokens (ids) or words (text)."""
+        return str(self.data["configs"].get(config, {}).get("canary", {}).get("unit", "tokens"))
+
+    def add_canary(self, config: str, replies: Sequence[Sequence[Any]], unit: str) -> None:
+        """Append one launch's canary replies to the config's reference (the oldest kept first, up to the cap)."""
+        entry = self._config(config).setdefault("canary", {"unit": unit, "launches": []})
+        if entry.get("unit") != unit:  # another kind of server: its replies start a new reference
+            entry.clear()
+            entry.update({"unit": unit, "launches": []})
+        if len(entry["launches"]) < CANARY_CAP:
+            entry["launches"].append([list(r) for r in replies])
+            self.changed = True
+
+    def accuracy(self, config: str) -> dict[str, Any] | None:
+        """The config's recorded accuracy set: `set` (what was asked), `ids`, `right` (a 0/1 string), `tokens`."""
+        got = self.data["configs"].get(config, {}).get("accuracy")
+        return got if isinstance(got, dict) else None
+
+    def set_accuracy(self, config: str, which: str, ids: Sequence[str], right: Sequence[bool],
+                     tokens: Sequence[int]) -> None:
+        """Record the config's accuracy reference (replacing the one before)."""
+        self._config(config)["accuracy"] = {"set": which, "ids": list(ids),
+                                            "right": "".join("1" if r else "0" for r in right),
+                                            "tokens": list(tokens)}
+        self.changed = True
+
+    def save(self) -> None:
+        """Write the file if anything changed (sorted, one config a block)."""
+        if self.changed:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, json.dumps(self.data, indent=1, sort_keys=True) + "\n")
+            self.changed = False

@@ -1,0 +1,104 @@
+"""The correctness wing, value in and value out: grading hand-made replies, GSM8K's file, the generated set and its
+solver, McNemar's false-alarm rate over null runs and its power, the canary's rule against the emulated model's
+late-token nondeterminism and its garbage fault."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from pytest_glm5.correctness import canary
+from pytest_glm5.correctness.paired import judge_accuracy, mcnemar_p, power
+from pytest_glm5.correctness.questions import QuestionsError, generate, grade, load_jsonl, solve
+from pytest_glm5.sim.answers import Answers
+
+
+@pytest.mark.parametrize(("reply", "answer"), [
+    ("She has 3 boxes of 12, so 36 pens. The answer is 36.", "36"),
+    ("The answer is $1,234.", "1234"),  # a dollar sign and a comma
+    ("The answer is: 18 apples", "18"),  # words after the number
+    ("... 5 + 7 = 12 ... The answer is 12.0", "12"),  # a trailing .0 is the same number
+    ("Natalia sold 48/2 = 24 clips in May.\n#### 72", "72"),  # GSM8K's own form
+    ("first 10, then 20, so in all 30", "30"),  # no cue: the last number
+    ("The answer is -4.", "-4"),
+    ("The answer is 2.5 hours", "2.5"),
+    ("I cannot tell.", None),
+])
+def test_a_reply_is_graded_by_its_final_answer(reply: str, answer: str | None) -> None:
+    assert grade(reply) == answer
+
+
+def test_generated_questions_are_stable_and_solvable() -> None:
+    a, b = generate(300, seed=4), generate(300, seed=4)
+    assert a == b and generate(300, seed=5) != a  # the same set on every machine, another seed another set
+    assert len({q.id for q in a}) == 300
+    assert all(solve(q.prompt) == q.answer for q in a)  # the emulator's "model" knows them
+    assert solve("The capital of France is") is None
+
+
+def test_gsm8k_jsonl_is_read_and_bad_lines_are_named(tmp_path: Path) -> None:
+    good = tmp_path / "test.jsonl"
+    good.write_text('{"question": "Two and two?", "answer": "2+2=4\\n#### 4"}\n\n'
+                    '{"question": "Big?", "answer": "#### 1,000"}\n', encoding="utf-8")
+    qs = load_jsonl(good)
+    assert [q.answer for q in qs] == ["4", "1000"] and qs[0].id == "test-1"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "x", "answer": "#### 1"}\n{"q": "no answer"}\n', encoding="utf-8")
+    with pytest.raises(QuestionsError, match=r"bad.jsonl:2: not a GSM8K line"):
+        load_jsonl(bad)
+
+
+def test_mcnemar_false_alarms_stay_under_alpha_over_2000_null_runs() -> None:
+    # Unchanged builds: a tenth of the questions answered afresh each run (as sampling noise and batch variance
+    # do), the same accuracy both sides. The exact one-sided test may call a drop at most alpha of the time.
+    rng = random.Random(11)
+    alpha, n, acc = 0.01, 400, 0.85
+    alarms = 0
+    for _ in range(2000):
+        ref = [rng.random() < acc for _ in range(n)]
+        today = [rng.random() < acc if rng.random() < 0.1 else r for r in ref]
+        alarms += judge_accuracy(ref, today, [50.0] * n, [50.0] * n, alpha).dropped
+    assert alarms / 2000 <= alpha, alarms
+
+
+def test_mcnemar_finds_the_drops_the_docs_promise() -> None:
+    # docs/correctness.md: n = 400 finds a 5-point drop, n = 1,319 a 2-point one (5% of answers redrawn a run).
+    assert power(400, 0.9, 0.05, 0.01, flip=0.05, sims=300) >= 0.95
+    assert power(1319, 0.9, 0.02, 0.01, flip=0.05, sims=300) >= 0.9
+    assert mcnemar_p(0, 0) == 1.0 and mcnemar_p(10, 0) < 0.001 and mcnemar_p(5, 5) > 0.5
+
+
+def test_the_length_guard_catches_a_shorter_answer() -> None:
+    same = [True] * 50
+    short = judge_accuracy(same, same, [100.0] * 50, [85.0] * 50, 0.01)
+    assert short.failed and not short.dropped and "-15%" in short.line()
+    assert not judge_accuracy(same, same, [100.0] * 50, [95.0] * 50, 0.01).failed
+
+
+def _launch(**faults: float) -> list[tuple[str, ...]]:
+    model = Answers(seed=0, fault_rng=random.Random(random.random()), **faults)
+    return [tuple(model.reply(p, canary.MAX_TOKENS)) for p in canary.PROMPTS]
+
+
+def test_the_canary_ignores_late_ties_and_catches_garbage() -> None:
+    random.seed(5)
+    ref = [_launch(nondeterminism=0.5) for _ in range(canary.MIN_LAUNCHES)]
+    rule = canary.calibrate(ref)
+    assert rule.calibrated and 1 <= rule.prefix < canary.MAX_TOKENS
+    # Unchanged launches with half their replies broken at a late near-tie: no alarm in 200.
+    assert all(canary.check(rule, ref[0], _launch(nondeterminism=0.5)).ok for _ in range(200))
+    # A build corrupting 5% of its tokens fails nearly every launch and names where.
+    bad = [canary.check(rule, ref[0], _launch(garbage=0.05, nondeterminism=0.5)) for _ in range(50)]
+    assert sum(not c.ok for c in bad) >= 48
+    line = next(c for c in bad if not c.ok).line()
+    assert line.startswith("canary failed: ") and " at token " in line and " expected, " in line
+
+
+def test_too_few_reference_launches_only_catch_a_gross_failure() -> None:
+    ref = [_launch() for _ in range(2)]
+    rule = canary.calibrate(ref)
+    assert not rule.calibrated and "2 of 5 reference launches" in rule.describe()
+    assert canary.check(rule, ref[0], _launch(garbage=0.05)).ok  # a few wrong tokens: not gross
+    assert not canary.check(rule, ref[0], _launch(garbage=0.9)).ok  # nearly every first token wrong
