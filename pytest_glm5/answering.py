@@ -9,7 +9,6 @@ set once a night at the config's own concurrency; both are timed and priced in t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,8 +25,9 @@ from .settings import Settings, SettingsError
 ACCURACY_MAX_TOKENS = 512  # a worked GSM8K answer fits; the emulator's are about 30
 
 
-def parse_accuracy_set(spec: str, root: Path) -> tuple[str, list[Question]]:
-    """`generated:N[:SEED]` or a GSM8K JSONL path: its name (recorded with the reference) and its questions."""
+def parse_accuracy_set(spec: str, here: Path) -> tuple[str, list[Question]]:
+    """`generated:N[:SEED]` or a GSM8K JSONL path (relative to `here`, where pytest was invoked): its name (recorded
+    with the reference) and its questions."""
     if spec.startswith("generated:"):
         parts = spec.split(":")
         try:
@@ -39,7 +39,8 @@ def parse_accuracy_set(spec: str, root: Path) -> tuple[str, list[Question]]:
             raise QuestionsError(f"--glm5-accuracy-set = {spec!r}: expected generated:N or generated:N:SEED with "
                                  "N >= 1 (e.g. generated:400), or a GSM8K JSONL file") from None
         return f"generated:{n}:{seed}", generate(n, seed)
-    path = Path(spec) if Path(spec).is_absolute() else root / spec
+    path = Path(spec).expanduser()
+    path = path if path.is_absolute() else here / path
     if not path.is_file():
         raise QuestionsError(f"--glm5-accuracy-set = {spec!r}: no such file ({path}); point it at GSM8K's test.jsonl "
                              "or use generated:N")
@@ -76,13 +77,12 @@ class Answering:
     """The run's answer checks: one per launch, the config's accuracy once, the reference files, the summary."""
 
     def __init__(self, root: Path, canary_on: bool, accuracy_set: str | None, alpha: float, recording: bool,
-                 say: Callable[[str], None] = lambda line: None) -> None:
-        self.root = root
+                 here: Path | None = None) -> None:
+        self.root = root  # the baselines root: the answers files lie beside the baselines files
         self.canary_on = canary_on
         self.alpha = alpha
         self.recording = recording
-        self.say = say
-        self.accuracy_name, self.questions = (parse_accuracy_set(accuracy_set, root) if accuracy_set
+        self.accuracy_name, self.questions = (parse_accuracy_set(accuracy_set, here or Path.cwd()) if accuracy_set
                                               else ("", []))
         self.launches: dict[str, LaunchAnswers] = {}  # launch id -> what it answered
         self.stores: dict[Path, AnswerStore] = {}
@@ -94,7 +94,7 @@ class Answering:
         when the set cannot be read."""
         try:
             recording = bool(s.update_baselines) and not s.ab
-            return cls(s.baselines_root, not s.no_canary, s.accuracy_set, s.alpha, recording)
+            return cls(s.baselines_root, not s.no_canary, s.accuracy_set, s.alpha, recording, s.invocation_dir)
         except QuestionsError as exc:
             raise SettingsError(str(exc)) from None
 

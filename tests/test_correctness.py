@@ -102,3 +102,14 @@ def test_too_few_reference_launches_only_catch_a_gross_failure() -> None:
     assert not rule.calibrated and "2 of 5 reference launches" in rule.describe()
     assert canary.check(rule, ref[0], _launch(garbage=0.05)).ok  # a few wrong tokens: not gross
     assert not canary.check(rule, ref[0], _launch(garbage=0.9)).ok  # nearly every first token wrong
+
+
+def test_an_accuracy_set_file_is_found_where_pytest_was_invoked(tmp_path: Path) -> None:
+    from pytest_glm5.answering import parse_accuracy_set
+
+    (tmp_path / "q.jsonl").write_text('{"question": "Two and two?", "answer": "#### 4"}\n', encoding="utf-8")
+    name, qs = parse_accuracy_set("q.jsonl", tmp_path)
+    assert name == "q.jsonl" and [q.answer for q in qs] == ["4"]
+    assert parse_accuracy_set("generated:3:7", tmp_path)[0] == "generated:3:7"
+    with pytest.raises(QuestionsError, match=rf"no such file \({tmp_path}/nope.jsonl\)"):
+        parse_accuracy_set("nope.jsonl", tmp_path)
