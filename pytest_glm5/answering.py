@@ -3,7 +3,8 @@ first launch of the run. A launch that answers wrong makes its figures INVALID (
 marks them, the run fails, and --update-baselines records nothing of that config.
 
 Costs are seconds per launch (a launch of GLM-5 is 30-50 minutes): 16 prompts of 32 tokens at once, and the accuracy
-set once a night at the config's own concurrency; both are timed and priced in the plan (judge/plan.py).
+set once a night, 32 questions at a time. Each launch's check is timed (LaunchAnswers.seconds); the plan does not
+price them yet.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from .correctness.questions import Question, QuestionsError, correct, generate, 
 from .judge.answers import AnswersError, AnswerStore, answers_path
 from .judge.baselines import baseline_path
 from .judge.provenance import Provenance
-from .load.replies import Reply, ask
+from .load.replies import Reply, ask, unit_of
 from .servers.process import ServerHandle
-from .settings import Settings, SettingsError
+from .settings import Settings, SettingsError, generated_set
 
 ACCURACY_MAX_TOKENS = 512  # a worked GSM8K answer fits; the emulator's are about 30
 
@@ -28,16 +29,12 @@ ACCURACY_MAX_TOKENS = 512  # a worked GSM8K answer fits; the emulator's are abou
 def parse_accuracy_set(spec: str, here: Path) -> tuple[str, list[Question]]:
     """`generated:N[:SEED]` or a GSM8K JSONL path (relative to `here`, where pytest was invoked): its name (recorded
     with the reference) and its questions."""
-    if spec.startswith("generated:"):
-        parts = spec.split(":")
-        try:
-            n = int(parts[1])
-            seed = int(parts[2]) if len(parts) > 2 else 0
-            if n < 1 or len(parts) > 3:
-                raise ValueError
-        except ValueError:
-            raise QuestionsError(f"--glm5-accuracy-set = {spec!r}: expected generated:N or generated:N:SEED with "
-                                 "N >= 1 (e.g. generated:400), or a GSM8K JSONL file") from None
+    try:
+        generated = generated_set(spec)  # the settings' own rule, so the option and this read agree
+    except ValueError as exc:
+        raise QuestionsError(f"--glm5-accuracy-set = {spec!r} {exc}") from None
+    if generated is not None:
+        n, seed = generated
         return f"generated:{n}:{seed}", generate(n, seed)
     path = Path(spec).expanduser()
     path = path if path.is_absolute() else here / path
@@ -86,7 +83,6 @@ class Answering:
                                               else ("", []))
         self.launches: dict[str, LaunchAnswers] = {}  # launch id -> what it answered
         self.stores: dict[Path, AnswerStore] = {}
-        self.wrong: dict[str, str] = {}  # config -> why its figures tonight are invalid (accuracy holds all night)
 
     @classmethod
     def from_settings(cls, s: Settings) -> Answering:
@@ -104,11 +100,17 @@ class Answering:
             self.stores[path] = AnswerStore(path)
         return self.stores[path]
 
+    def _wrong(self, config: str) -> str | None:
+        """Why every figure of this config tonight is invalid: a launch of it answered wrong, or its accuracy (asked
+        once a night, it holds for every launch) dropped."""
+        mine = [a for a in self.launches.values() if a.config == config]
+        return next((a.invalid for a in mine if a.accuracy is not None and a.accuracy.failed), None)
+
     def on_launch(self, server: ServerHandle, prov: Provenance, launch: str) -> str | None:
         """Check a launch before its first load (once): why its figures are invalid, None when its answers held."""
         config = server.config.name
         if launch in self.launches:
-            return self.launches[launch].invalid or self.wrong.get(config)
+            return self.launches[launch].invalid or self._wrong(config)
         first = not any(a.config == config for a in self.launches.values())
         done = LaunchAnswers(config, launch)
         self.launches[launch] = done
@@ -127,10 +129,7 @@ class Answering:
         if first and self.questions:
             self._accuracy(server.url, protocol, model, store, done)
         done.seconds = time.monotonic() - t0
-        why = done.invalid
-        if why and done.accuracy is not None and done.accuracy.failed:
-            self.wrong[config] = why
-        return why or self.wrong.get(config)
+        return done.invalid or self._wrong(config)
 
     def _canary(self, url: str, protocol: str, model: str, store: AnswerStore, done: LaunchAnswers) -> None:
         replies = ask(url, protocol, canary.PROMPTS, canary.MAX_TOKENS, model, concurrency=len(canary.PROMPTS))
@@ -139,7 +138,7 @@ class Answering:
             done.canary_note = f"canary not run: {len(failed)} of {len(replies)} prompts failed ({failed[0]})"
             return
         done.replies = replies
-        unit = "tokens" if all(r.ids is not None for r in replies) else "words"
+        unit = unit_of(replies)
         reference = store.canary(done.config) if store.canary_unit(done.config) == unit else []
         if not reference:
             done.canary_note = ("canary: no reference replies yet (recorded with --update-baselines; 5 launches "
@@ -174,12 +173,13 @@ class Answering:
         and its accuracy; a config with a wrong launch is not recorded, and the lines say so."""
         if not self.recording:
             return []
+        self.recording = False  # once: an xdist worker's session closes twice
         out = []
         by_config: dict[str, list[LaunchAnswers]] = {}
         for a in self.launches.values():
             by_config.setdefault(a.config, []).append(a)
         for config, launches in by_config.items():
-            wrong = next((a.invalid for a in launches if a.invalid), None) or self.wrong.get(config)
+            wrong = next((a.invalid for a in launches if a.invalid), None)
             if wrong:
                 out.append(f"{config}: answers not recorded, nor its figures: {wrong}")
                 continue
@@ -188,8 +188,7 @@ class Answering:
                 continue
             for a in launches:
                 if a.replies:
-                    unit = "tokens" if all(r.ids is not None for r in a.replies) else "words"
-                    store.add_canary(config, [list(r.pieces) for r in a.replies], unit)
+                    store.add_canary(config, [list(r.pieces) for r in a.replies], unit_of(a.replies))
                 if a.right and self.questions:
                     store.set_accuracy(config, self.accuracy_name, [q.id for q in self.questions], a.right, a.tokens)
             kept = len(store.canary(config))
@@ -214,7 +213,3 @@ class Answering:
             out += [f"{config}: {a.accuracy.line() if a.accuracy else a.accuracy_note}" for a in mine
                     if a.accuracy is not None or a.accuracy_note]
         return out
-
-    def seconds(self, config: str) -> float:
-        """What checking answers took this config tonight (the plan prices it)."""
-        return sum(a.seconds for a in self.launches.values() if a.config == config)

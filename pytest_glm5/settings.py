@@ -36,12 +36,19 @@ def _fraction(value: str) -> float:
     return _number_in(value, lambda x: 0 <= x < 1, "must be a fraction from 0 up to (not including) 1")
 
 
+def generated_set(value: str) -> tuple[int, int] | None:
+    """`generated:N[:SEED]` as (N, SEED) (None: a file's path, not a generated set); ValueError when malformed."""
+    if not value.startswith("generated:"):
+        return None
+    parts = value.split(":")
+    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts[1:]) or int(parts[1]) < 1:
+        raise ValueError("must be generated:N or generated:N:SEED with N >= 1 (e.g. generated:400), or a GSM8K "
+                         "JSONL file")
+    return int(parts[1]), int(parts[2]) if len(parts) == 3 else 0
+
+
 def _accuracy_set(value: str) -> str:
-    if value.startswith("generated:"):
-        parts = value.split(":")
-        if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts[1:]) or int(parts[1]) < 1:
-            raise ValueError("must be generated:N or generated:N:SEED with N >= 1 (e.g. generated:400), or a GSM8K "
-                             "JSONL file")
+    generated_set(value)
     return value
 
 

@@ -14,6 +14,7 @@ discordant question is a fair coin, so P(B >= b | b + c) under Binomial(b + c, 1
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,8 +85,8 @@ def judge_accuracy(ref: Sequence[bool], today: Sequence[bool], ref_tokens: Seque
     """Today's per-question results against the reference's (the same questions, in the same order)."""
     if len(ref) != len(today):
         raise ValueError(f"paired accuracy needs the same questions: {len(ref)} in the reference, {len(today)} today")
-    lost = sum(1 for r, t in zip(ref, today, strict=False) if r and not t)
-    gained = sum(1 for r, t in zip(ref, today, strict=False) if t and not r)
+    lost = sum(1 for r, t in zip(ref, today, strict=True) if r and not t)
+    gained = sum(1 for r, t in zip(ref, today, strict=True) if t and not r)
     mean = sum(tokens) / len(tokens) if tokens else 0.0
     mean_ref = sum(ref_tokens) / len(ref_tokens) if ref_tokens else 0.0
     return Accuracy(sum(today), sum(ref), len(today), lost, gained, mcnemar_p(lost, gained), alpha, mean, mean_ref)
@@ -96,8 +97,6 @@ def power(n: int, accuracy: float, drop: float, alpha: float, flip: float = 0.02
     """The chance the test finds a drop of `drop` (absolute) at accuracy `accuracy` over `n` questions, when
     besides the drop a share `flip` of questions is answered afresh (right with chance `accuracy`, whatever it was:
     run-to-run noise that loses and gains alike), by simulation (the docs' sizes-and-power table)."""
-    import random
-
     rng = random.Random(seed)
     found = 0
     for _ in range(sims):
@@ -108,7 +107,7 @@ def power(n: int, accuracy: float, drop: float, alpha: float, flip: float = 0.02
             if t and rng.random() < drop / accuracy:
                 t = False
             today.append(t)
-        lost = sum(1 for r, t in zip(ref, today, strict=False) if r and not t)
-        gained = sum(1 for r, t in zip(ref, today, strict=False) if t and not r)
+        lost = sum(1 for r, t in zip(ref, today, strict=True) if r and not t)
+        gained = sum(1 for r, t in zip(ref, today, strict=True) if t and not r)
         found += mcnemar_p(lost, gained) < alpha
     return found / sims

@@ -31,6 +31,11 @@ class Reply:
         return self.ids if self.ids is not None else tuple(self.text.split())
 
 
+def unit_of(replies: Sequence[Reply]) -> str:
+    """What replies are compared by: `tokens` where every one came with its ids, else `words`."""
+    return "tokens" if all(r.ids is not None for r in replies) else "words"
+
+
 def _body(protocol: str, prompt: str, max_tokens: int, model: str) -> tuple[str, dict[str, Any]]:
     if protocol == "sglang":
         return "/generate", {"text": prompt, "sampling_params": {"temperature": 0.0, "max_new_tokens": max_tokens}}
