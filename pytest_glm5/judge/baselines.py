@@ -482,12 +482,18 @@ def store_of(root: Path, stores: dict[Path, BaselineStore], hardware: str | None
     if model is None or hardware is None:
         return None
     path = baseline_path(root, hardware, model)
+    try:
+        return path, read_once(stores, path)
+    except BaselineError:
+        return None
+
+
+def read_once(stores: dict[Path, BaselineStore], path: Path) -> BaselineStore:
+    """The one parsed copy of a baselines file, read into `stores` the first time; BaselineError when it cannot be
+    read (the session's plan, the gate and the recording share the copy)."""
     if path not in stores:
-        try:
-            stores[path] = BaselineStore(path)
-        except BaselineError:
-            return None
-    return path, stores[path]
+        stores[path] = BaselineStore(path)
+    return stores[path]
 
 
 def baseline_path(root: Path, hardware: str, model: str) -> Path:

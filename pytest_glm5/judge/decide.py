@@ -95,43 +95,37 @@ def to_resolve(cv: float, tolerance: float, n_ref: int | None) -> int | None:
     return launches_needed(cv, tolerance, 1 - PASS_CONFIDENCE, n_ref, power=0.8)
 
 
-def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> str:
+def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> tuple[str, int | None]:
     """What this run could see, and what resolving the series would take: advice a night can follow (one count:
-    the launches still to add), or the honest word that it cannot. The CV is in the line's test already."""
+    the launches still to add, returned beside the line for the plan to price), or the honest word that it cannot
+    (None). The CV is in the line's test already."""
     plural = "es" if c.n_new != 1 else ""
     if not c.testable:
-        return f"{c.n_new} launch{plural} and no spread to test with: nothing ruled out; add launches"
+        return f"{c.n_new} launch{plural} and no spread to test with: nothing ruled out; add launches", None
     finds = detectable_drop(c.cv, c.n_new, look.alpha, n_ref)
     could = f"with {c.n_new} launch{plural} this run rules out only a drop beyond {-worst(c) * 100:.1f}% " \
             f"(tolerance {tolerance * 100:g}%) and finds one of {finds * 100:.0f}% or more"
     n = to_resolve(c.cv, tolerance, n_ref)
     if n is None:
         return f"{could}; the {c.n_ref} reference launches cannot resolve " \
-               f"{tolerance * 100:g}% at any count: record more (--update-baselines --glm5-launches 5)"
-    return f"{could}; {_more(n, c.n_new, tolerance, 'new launch')}"
+               f"{tolerance * 100:g}% at any count: record more (--update-baselines --glm5-launches 5)", None
+    return f"{could}; {_more(n, c.n_new, tolerance, 'new launch')}", _to_add(n, c.n_new)
+
+
+def _to_add(n: int, have: int) -> int | None:
+    """The launches still to add when `n` resolve a series and it has `have` (None: more than a night affords)."""
+    return None if n > AFFORDABLE_LAUNCHES else max(1, n - have)
 
 
 def _more(n: int, have: int, tolerance: float, side: str) -> str:
     """`about 4 more launches would resolve it (80% power)`: the one launch count an unresolved line gives."""
-    more = n - have
-    if n > AFFORDABLE_LAUNCHES:
-        return f"resolving {tolerance * 100:g}% would take about {more} more {side}es, more than a night " \
+    more = _to_add(n, have)
+    if more is None:
+        return f"resolving {tolerance * 100:g}% would take about {n - have} more {side}es, more than a night " \
                f"affords: lower the launch-to-launch spread or judge a wider tolerance"
-    if more <= 0:
+    if n <= have:
         return "another launch may resolve it (it has the launches that resolve such a series 4 times in 5)"
     return f"about {more} more {side}{'es' if more != 1 else ''} would resolve it (80% power)"
-
-
-def to_add(note: str | None) -> int | None:
-    """The launches an unresolved line says to add (`about 4 more new launches`; `another launch`: 1), for pricing."""
-    text = note or ""
-    if "another launch may resolve it" in text:
-        return 1
-    marker = " more new launch"
-    if marker not in text or "more than a night affords" in text:
-        return None
-    word = text.split(marker)[0].rsplit(" ", 1)[-1]
-    return int(word) if word.isdigit() else None
 
 
 def against_reference(config: str, scenario: str, metric: str, samples: list[float], launches: list[float],
@@ -150,7 +144,9 @@ def against_reference(config: str, scenario: str, metric: str, samples: list[flo
                    f"{look.look} of {look.looks}", tolerance, look, len(bound.launches))
     v.verdict = _nightly(c, tolerance, look.level)
     if v.verdict == Kind.UNRESOLVED:
-        v.note = _needed(c, look, len(bound.launches), tolerance)
+        v.note, add = _needed(c, look, len(bound.launches), tolerance)
+        if add is not None:
+            v.stat["to_add"] = add  # the count the note states, for the plan to price without reading the note
     return v
 
 

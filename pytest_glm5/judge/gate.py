@@ -21,7 +21,7 @@ from ..metrics import (
 from ..settings import Settings, SettingsError, check_writable_dir
 from ..textfiles import remove_stale_temps
 from . import decide
-from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key
+from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key, read_once
 from .decide import Look, per_launch
 from .provenance import Provenance
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
@@ -224,12 +224,10 @@ class PerfGate:
     def store(self, hardware: str, model: str) -> tuple[Path, BaselineStore]:
         """The store of this hardware and model (read once per run)."""
         path = baseline_path(self.root, hardware, model)
-        if path not in self.stores:
-            try:
-                self.stores[path] = BaselineStore(path)
-            except BaselineError as exc:
-                raise GateError(str(exc)) from None
-        return path, self.stores[path]
+        try:
+            return path, read_once(self.stores, path)
+        except BaselineError as exc:
+            raise GateError(str(exc)) from None
 
     def look(self, look: int) -> Look:
         """The sequential look: A/B adds ABBA blocks (two launches per arm), the nightly one launch at a time."""

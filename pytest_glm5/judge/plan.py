@@ -25,7 +25,7 @@ from typing import Any
 from ..metrics import log_cv
 from ..settings import Settings
 from .baselines import BaselineError, BaselineStore, write_costs
-from .decide import to_add, to_resolve
+from .decide import to_resolve
 from .stats import detectable_drop
 from .verdicts import Kind, Verdict, read_report, verdicts_of
 
@@ -218,7 +218,7 @@ class Night:
         """Each unresolved series' advice in time on this box: the launches its line says to add, at its config's
         launch cost in the plan (`about 4 more new launches would resolve it (80% power): 3.2 h on this box`)."""
         for v in verdicts:
-            each, more = self.cost(v.config), to_add(v.note)
+            each, more = self.cost(v.config), v.stat.get("to_add")
             if v.verdict != Kind.UNRESOLVED or each is None or more is None or "on this box" in str(v.note):
                 continue
             v.note = f"{v.note}: {hours(more * each)} on this box ({hours(each)} a launch, the plan's price)"
