@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from filelock import Timeout
+
 from .correctness import canary
 from .correctness.paired import Accuracy, judge_accuracy
 from .correctness.questions import Question, QuestionsError, correct, generate, load_jsonl
@@ -83,6 +85,7 @@ class Answering:
                                               else ("", []))
         self.launches: dict[str, LaunchAnswers] = {}  # launch id -> what it answered
         self.stores: dict[Path, AnswerStore] = {}
+        self.errors: list[str] = []  # answers files asked for and not written (the outcome counts them)
 
     @classmethod
     def from_settings(cls, s: Settings) -> Answering:
@@ -175,6 +178,7 @@ class Answering:
             return []
         self.recording = False  # once: an xdist worker's session closes twice
         out = []
+        written: dict[Path, AnswerStore] = {}  # the files this recording changed
         by_config: dict[str, list[LaunchAnswers]] = {}
         for a in self.launches.values():
             by_config.setdefault(a.config, []).append(a)
@@ -186,6 +190,7 @@ class Answering:
             store = next((a.store for a in launches if a.store is not None), None)
             if store is None:
                 continue
+            written[store.path] = store
             for a in launches:
                 if a.replies:
                     store.add_canary(config, [list(r.pieces) for r in a.replies], unit_of(a.replies))
@@ -194,8 +199,12 @@ class Answering:
             kept = len(store.canary(config))
             out.append(f"{config}: answers recorded in {store.path.name} (canary: {kept} reference launches"
                        f"{'' if kept >= canary.MIN_LAUNCHES else f'; {canary.MIN_LAUNCHES} calibrate it'})")
-        for store in self.stores.values():
-            store.save()
+        for store in written.values():
+            try:
+                store.save()
+            except (AnswersError, OSError, Timeout) as exc:
+                self.errors.append(f"answers file {store.path} not written: {exc}")
+                out.append(self.errors[-1])
         return out
 
     def lines(self) -> list[str]:

@@ -510,8 +510,8 @@ class Glm5Session:
         # pytest counted its failures before the gate's items (the regressions, said apart) were emitted.
         return decide(Facts(
             verdicts=view.verdicts if view else [], regressed=self.regressed, problems=view.problems if view else {},
-            known=known, failed_tests=failed_tests, errors=list(self.errors), not_run=dict(self.night.not_run),
-            unfinished=list(self.unfinished), nothing_measured=nothing_measured(
+            known=known, failed_tests=failed_tests, errors=self.errors + self.answering.errors,
+            not_run=dict(self.night.not_run), unfinished=list(self.unfinished), nothing_measured=nothing_measured(
                 self.config_tests, self.gpu_skipped, self.night.not_run, list(self.gated_markers)) if idle else None,
             require=self.settings.require_baselines, interrupted=interrupted))
 

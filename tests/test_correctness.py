@@ -113,3 +113,23 @@ def test_an_accuracy_set_file_is_found_where_pytest_was_invoked(tmp_path: Path) 
     assert parse_accuracy_set("generated:3:7", tmp_path)[0] == "generated:3:7"
     with pytest.raises(QuestionsError, match=rf"no such file \({tmp_path}/nope.jsonl\)"):
         parse_accuracy_set("nope.jsonl", tmp_path)
+
+
+def test_answers_are_recorded_once_and_two_writers_keep_both(tmp_path: Path) -> None:
+    from pytest_glm5.answering import Answering, LaunchAnswers
+    from pytest_glm5.judge.answers import AnswerStore
+    from pytest_glm5.load.replies import Reply
+
+    path = tmp_path / "hw" / "m.answers.json"
+    runs = []
+    for config in ("a", "b"):  # two xdist workers, one config each, the same model's file
+        run = Answering(tmp_path, True, None, 0.01, recording=True)
+        run.launches["l"] = LaunchAnswers(config, "l", store=AnswerStore(path),
+                                          replies=[Reply("x", (1, 2), 2), Reply("y", (3,), 1)])
+        runs.append(run)
+    for run in runs:
+        assert run.record() == [f"{run.launches['l'].config}: answers recorded in m.answers.json (canary: 1 "
+                                "reference launches; 5 calibrate it)"]
+        assert run.record() == []  # an xdist worker's session closes twice: recorded once
+    kept = AnswerStore(path)
+    assert kept.canary("a") == kept.canary("b") == [[[1, 2], [3]]]

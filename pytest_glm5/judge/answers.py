@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..textfiles import atomic_write, read_utf8
+from filelock import FileLock
+
+from ..textfiles import SHARED_MODE, atomic_write, read_utf8
 
 CANARY_CAP = 12  # reference launches kept per config: enough to calibrate, a file that stays small
 
@@ -35,17 +37,8 @@ class AnswerStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.data: dict[str, Any] = {"configs": {}}
-        self.changed = False
-        if path.exists():
-            try:
-                loaded = json.loads(read_utf8(path))
-                if not isinstance(loaded, dict) or not isinstance(loaded.get("configs"), dict):
-                    raise ValueError("no 'configs' object")
-                self.data = loaded
-            except (ValueError, UnicodeError) as exc:
-                raise AnswersError(f"{path}: not an answers file ({exc}); restore it from git (git checkout -- "
-                                   f"{path.name}) or delete it and record again with --update-baselines") from None
+        self.data = _read(path)
+        self.changed: set[str] = set()  # the configs this run changed: only they are written back
 
     def _config(self, name: str) -> dict[str, Any]:
         configs: dict[str, dict[str, Any]] = self.data["configs"]
@@ -68,7 +61,7 @@ class AnswerStore:
             entry.update({"unit": unit, "launches": []})
         if len(entry["launches"]) < CANARY_CAP:
             entry["launches"].append([list(r) for r in replies])
-            self.changed = True
+            self.changed.add(config)
 
     def accuracy(self, config: str) -> dict[str, Any] | None:
         """The config's recorded accuracy set: `set` (what was asked), `ids`, `right` (a 0/1 string), `tokens`."""
@@ -81,11 +74,30 @@ class AnswerStore:
         self._config(config)["accuracy"] = {"set": which, "ids": list(ids),
                                             "right": "".join("1" if r else "0" for r in right),
                                             "tokens": list(tokens)}
-        self.changed = True
+        self.changed.add(config)
 
-    def save(self) -> None:
-        """Write the file if anything changed (sorted, one config a block)."""
-        if self.changed:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path, json.dumps(self.data, indent=1, sort_keys=True) + "\n")
-            self.changed = False
+    def save(self, lock_timeout: float = 60.0) -> None:
+        """Write the configs this run changed, under the file's lock and over a fresh read of it (as the baselines
+        are written): two xdist workers recording two configs of one model both keep theirs."""
+        if not self.changed:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path.parent / f".{self.path.name}.lock"), timeout=lock_timeout, mode=SHARED_MODE):
+            now = _read(self.path)
+            now["configs"].update({name: self.data["configs"][name] for name in self.changed})
+            atomic_write(self.path, json.dumps(now, indent=1, sort_keys=True) + "\n")
+        self.data = now
+        self.changed = set()
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {"configs": {}}
+    try:
+        loaded = json.loads(read_utf8(path))
+        if not isinstance(loaded, dict) or not isinstance(loaded.get("configs"), dict):
+            raise ValueError("no 'configs' object")
+    except (ValueError, UnicodeError) as exc:
+        raise AnswersError(f"{path}: not an answers file ({exc}); restore it from git (git checkout -- {path.name}) "
+                           "or delete it and record again with --update-baselines") from None
+    return loaded
