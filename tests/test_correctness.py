@@ -48,6 +48,10 @@ def test_gsm8k_jsonl_is_read_and_bad_lines_are_named(tmp_path: Path) -> None:
     bad.write_text('{"question": "x", "answer": "#### 1"}\n{"q": "no answer"}\n', encoding="utf-8")
     with pytest.raises(QuestionsError, match=r"bad.jsonl:2: not a GSM8K line"):
         load_jsonl(bad)
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"question": "caf\xe9?", "answer": "#### 1"}\n')  # an INTERNALERROR before
+    with pytest.raises(QuestionsError, match=r"question file .*latin.jsonl: not UTF-8 text: byte 0xe9"):
+        load_jsonl(latin)
 
 
 def test_mcnemar_false_alarms_stay_under_alpha_over_2000_null_runs() -> None:

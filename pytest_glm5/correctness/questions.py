@@ -94,8 +94,14 @@ def solve(text: str) -> str | None:
 
 def load_jsonl(path: Path) -> list[Question]:
     """GSM8K's JSONL: `question`, and `answer` whose last line is `#### N` (a bare number is taken as it is)."""
+    try:
+        text = read_utf8(path)
+    except UnicodeError as exc:  # its message names the file, the byte and the fix
+        raise QuestionsError(f"question file {exc}") from None
+    except OSError as exc:
+        raise QuestionsError(f"cannot read the question file {path}: {exc.strerror or exc}") from None
     out = []
-    for no, line in enumerate(read_utf8(path).splitlines(), start=1):
+    for no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
