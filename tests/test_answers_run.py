@@ -9,6 +9,7 @@ import json
 
 import pytest
 from plugin_helpers import OUTPUTS, outcome_agrees, report, said_lines, write_configs
+from test_reports import page_data as htmlpage_data
 
 POINT = """
 import pytest
@@ -38,9 +39,20 @@ def test_a_fast_and_wrong_build_fails_and_is_never_recorded(pytester: pytest.Pyt
                     "  t: accuracy *% vs *% (+0.0 points): 0 questions lost, 0 gained, one-sided McNemar p=1 >= 0.01: "
                     "no drop shown"])
     # Tokens corrupted at 10%, at full speed: the canary names prompt and token, accuracy drops, the run fails.
-    wrong = pytester.runpytest("--glm5-sim-garbage", "0.1", *ASK, *OUTPUTS)
+    wrong = pytester.runpytest("--glm5-sim-garbage", "0.1", "--glm5-html", "r.html", "--junitxml", "j.xml", *ASK,
+                               *OUTPUTS)
     line = outcome_agrees(wrong, pytester.path)
     assert line.startswith("FAILED: faster, but wrong: 1 config answered wrong (t: canary failed: "), line
+    # Invalid comes first everywhere: the summary, the markdown, the page (with the run's outcome), JUnit.
+    said_lines(wrong, ["invalid, faster but wrong (1; the answers below say where):",
+                       "  t c4 output_throughput * tok/s (the figure alone would read pass, *% from its bound)"])
+    md = (pytester.path / "summary.md").read_text()
+    assert md.index("Faster, but wrong") < md.index("| t | c4 | output_throughput"), md
+    page = htmlpage_data(pytester.path / "r.html")
+    assert page["outcome"]["line"] == line and page["counts"] == {"invalid": 1}
+    assert "glm5: 1 invalid (faster, but wrong)" in (pytester.path / "r.html").read_text()
+    # xunit2 (pytest's default) keeps properties on the suite, named by the test
+    assert '::glm5.c4.output_throughput.verdict" value="invalid"' in (pytester.path / "j.xml").read_text()
     said_lines(wrong, ["  t: canary failed: * of 16 prompts diverged within their first * tokens (1 allowed; rule from "
                        "5 reference launches): prompt * at token *: * expected, * got*",
                        "  t: accuracy *: * questions lost, * gained, one-sided McNemar p=* < 0.01: a drop"])

@@ -201,10 +201,11 @@ def page_data(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), hist
     counts: dict[str, int] = {}
     for d in verdicts:
         counts[d["verdict"]] = counts.get(d["verdict"], 0) + 1
-    data = {"run": doc.get("run") or {}, "counts": counts, "crashes": len([c for c in configs if c["crash"]]),
+    data = {"run": doc.get("run") or {}, "outcome": doc.get("outcome") or {}, "counts": counts,
+            "crashes": len([c for c in configs if c["crash"]]),
             "verdicts": [_compact_verdict(d) for d in verdicts], "configs": configs,
             "history": _history(analyses), "history_note": history_note}
-    return _fit(data, {d["config"] for d in verdicts if d["verdict"] == Kind.REGRESSION})
+    return _fit(data, {d["config"] for d in verdicts if d["verdict"] in (Kind.INVALID, Kind.REGRESSION)})
 
 
 def _size(data: Any) -> int:
@@ -235,12 +236,19 @@ def _fit(data: dict[str, Any], regressed: set[str]) -> dict[str, Any]:
     return data
 
 
+def headline(counts: dict[str, int]) -> str:
+    """The page's first words: what answered wrong, else the regressions (`1 invalid (faster, but wrong)`)."""
+    wrong, regs = counts.get(Kind.INVALID, 0), counts.get(Kind.REGRESSION, 0)
+    if wrong:
+        return f"{wrong} invalid (faster, but wrong)"
+    return f"{regs} regression{'s' if regs != 1 else ''}" if regs else "no regression"
+
+
 def render(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), history_note: str = "") -> str:
     """The page as one string."""
     data = page_data(doc, analyses, history_note)
     run = data["run"]
-    regs = data["counts"].get(Kind.REGRESSION, 0)
-    title = (f"glm5: {regs} regression{'s' if regs != 1 else ''}" if regs else "glm5: no regression") + (
+    title = "glm5: " + headline(data["counts"]) + (
         f" · {run.get('hardware', '')}" if run.get("hardware") else "")
     blob = json.dumps(data, separators=(",", ":"), default=str).replace("</", "<\\/")
     return (_asset("page.html")

@@ -93,15 +93,18 @@ def table(verdicts: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def order(verdicts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Regressions first, then the rest that needs a look, then the good ones; stable within a kind."""
-    rank = {Kind.REGRESSION: 0, Kind.UNRESOLVED: 1, Kind.WORKLOAD_CHANGED: 2, Kind.NEW: 3, Kind.IMPROVEMENT: 4}
-    return sorted(verdicts, key=lambda d: rank.get(d["verdict"], 5))
+    """Invalid (faster, but wrong) first, then regressions, the rest that needs a look, the good ones; stable within
+    a kind."""
+    rank = {Kind.INVALID: 0, Kind.REGRESSION: 1, Kind.UNRESOLVED: 2, Kind.WORKLOAD_CHANGED: 3, Kind.NEW: 4,
+            Kind.IMPROVEMENT: 5}
+    return sorted(verdicts, key=lambda d: rank.get(d["verdict"], 6))
 
 
 def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT) -> str:
     """The summary of one run document, within `limit` bytes."""
     verdicts = [*doc.get("verdicts", []), *doc.get("versus", [])]
-    by = {k: [d for d in verdicts if d["verdict"] == k] for k in (Kind.REGRESSION, Kind.IMPROVEMENT, Kind.NEW)}
+    by = {k: [d for d in verdicts if d["verdict"] == k]
+          for k in (Kind.INVALID, Kind.REGRESSION, Kind.IMPROVEMENT, Kind.NEW)}
     problems: dict[str, str] = doc.get("problems") or {}
     known: dict[str, str] = doc.get("known_issues") or {}
     targets = [d for d in doc.get("verdicts", []) if (d.get("bound") or {}).get("target") is not None]
@@ -118,6 +121,7 @@ def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT
     meta = " · ".join(str(x) for x in (run.get("commit") and f"commit `{run['commit']}`", run.get("hardware"),
                                        run.get("time")) if x)
     sections: list[tuple[str, list[str]]] = [
+        ("Faster, but wrong (invalid: the build answers wrong)", [line(d) for d in by[Kind.INVALID]]),
         ("Regressions", [line(d) for d in by[Kind.REGRESSION]]),
         ("Improvements", [line(d) for d in by[Kind.IMPROVEMENT]]),
         ("New metrics (no baseline yet)", [line(d) for d in by[Kind.NEW]]),

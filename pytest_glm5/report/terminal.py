@@ -211,6 +211,12 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
         out.append(f"{series_total(verdicts)}{held}")
     unguarded = {v.config: v.note for v in new if (v.note or "").startswith("NO BASELINES")}
     out += [f"{note}; record them with --update-baselines" for note in unguarded.values()]
+    wrong = [v for v in verdicts if v.verdict == Kind.INVALID]
+    if wrong:  # first: a figure of a build that answers wrong is no figure at all
+        out.append(f"invalid, faster but wrong ({len(wrong)}; the answers below say where):")
+        out += [f"  {v.config} {v.scenario} {v.metric} {fmt(v.measured)}{unit_of(v.metric)}"
+                + (f" (the figure alone{v.note.rsplit(' (the figure alone', 1)[-1]}" if " (the figure alone" in v.note
+                   else "") for v in wrong]
     if regs:
         out.append(f"regressions ({len(regs)}):")
         out += [f"  {v.line()}" for v in regs]
@@ -425,7 +431,8 @@ class Summary:
         for line in wrapped(summary_lines(view.verdicts, self.changes, self.update_mode, view.problems, self.errors,
                                           view.family_size, self.alpha if view.family_size else 0.0, self.not_run,
                                           self.unfinished)):
-            tr.write_line(line, red=line.startswith(("regressions", "cannot", "NO BASELINES", "never finished")))
+            tr.write_line(line, red=line.startswith(("invalid", "regressions", "cannot", "NO BASELINES",
+                                                     "never finished")))
         if self.answers:
             tr.write_line("answers (checked before each launch's load):")
             for line in wrapped([f"  {line}" for line in self.answers]):

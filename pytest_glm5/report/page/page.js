@@ -24,14 +24,17 @@
 
   // --- header
   const run = D.run || {};
-  const regs = D.counts.regression || 0;
+  const regs = D.counts.regression || 0, wrong = D.counts.invalid || 0;
   const head = document.getElementById("head");
-  head.append(el("h1", { text: regs ? `${regs} regression${regs === 1 ? "" : "s"}` : "No regression" }));
+  head.append(el("h1", { text: wrong ? `${wrong} invalid (faster, but wrong)` :
+    regs ? `${regs} regression${regs === 1 ? "" : "s"}` : "No regression" }));
+  // The run's one outcome, as its terminal's last line, its exit status and its other reports say it.
+  if (D.outcome && D.outcome.line) head.append(el("div", { class: "outcome", text: D.outcome.line }));
   head.append(el("div", { class: "meta", text: [run.hardware, run.commit && "commit " + run.commit, run.build,
     run.time, run.duration_s != null && `${Math.round(run.duration_s)} s`].filter(Boolean).join(" · ") }));
   const pills = el("div", { class: "pills" });
-  const kinds = [["regression", "bad"], ["improvement", "good"], ["pass", ""], ["unresolved", "warn"], ["new", ""],
-    ["workload changed", "warn"], ["emulator-bound", "warn"], ["client-bound", "warn"], ["too few requests", "warn"], ["known cost", ""]];
+  const kinds = [["invalid", "bad"], ["regression", "bad"], ["improvement", "good"], ["pass", ""], ["unresolved", "warn"], ["new", ""],
+    ["workload changed", "warn"], ["emulator-bound", "warn"], ["client-bound", "warn"], ["too few requests", "warn"], ["throttled", "warn"], ["known cost", ""]];
   for (const [k, cls] of kinds) if (D.counts[k]) pills.append(el("span", { class: "pill " + cls, text: `${D.counts[k]} ${k}` }));
   if (D.crashes) pills.append(el("span", { class: "pill bad", text: `${D.crashes} crashed` }));
   head.append(pills);
