@@ -3,8 +3,8 @@ first launch of the run. A launch that answers wrong makes its figures INVALID (
 marks them, the run fails, and --update-baselines records nothing of that config.
 
 Costs are seconds per launch (a launch of GLM-5 is 30-50 minutes): 16 prompts of 32 tokens at once, and the accuracy
-set once a night, 32 questions at a time. Each launch's check is timed (LaunchAnswers.seconds); the plan does not
-price them yet.
+set once a night, 32 questions at a time. Each launch's checks are timed, and --update-baselines records the times
+with the launch costs (`times()`), so the plan prices them (judge/plan.py).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def parse_accuracy_set(spec: str, here: Path) -> tuple[str, list[Question]]:
 
 @dataclass
 class LaunchAnswers:
-    """What one launch answered: the canary's check (or why none), the accuracy judged, the seconds it took."""
+    """What one launch answered: the canary's check (or why none), the accuracy judged, the seconds each took."""
 
     config: str
     launch: str
@@ -56,7 +56,8 @@ class LaunchAnswers:
     canary_note: str = ""
     accuracy: Accuracy | None = None
     accuracy_note: str = ""
-    seconds: float = 0.0
+    canary_s: float | None = None  # None: not asked
+    accuracy_s: float | None = None
     store: AnswerStore | None = field(default=None, repr=False)
     replies: list[Reply] = field(default_factory=list, repr=False)
     right: list[bool] = field(default_factory=list, repr=False)
@@ -86,6 +87,8 @@ class Answering:
         self.launches: dict[str, LaunchAnswers] = {}  # launch id -> what it answered
         self.stores: dict[Path, AnswerStore] = {}
         self.errors: list[str] = []  # answers files asked for and not written (the outcome counts them)
+        self.recorded: list[str] = []  # what --update-baselines recorded of them, and what it refused
+        self.told: list[str] = []  # xdist's controller: the workers' answer lines
 
     @classmethod
     def from_settings(cls, s: Settings) -> Answering:
@@ -119,7 +122,6 @@ class Answering:
         self.launches[launch] = done
         if not self.canary_on and not (first and self.questions):
             return None
-        t0 = time.monotonic()
         try:
             store = done.store = self._store(prov)
         except AnswersError as exc:
@@ -128,11 +130,29 @@ class Answering:
         protocol = server.config.protocol or server.engine.protocol
         model = str(server.server_info().get("served_model_name") or "default")
         if self.canary_on:
+            t0 = time.monotonic()
             self._canary(server.url, protocol, model, store, done)
+            done.canary_s = time.monotonic() - t0
         if first and self.questions:
+            t0 = time.monotonic()
             self._accuracy(server.url, protocol, model, store, done)
-        done.seconds = time.monotonic() - t0
+            done.accuracy_s = time.monotonic() - t0
         return done.invalid or self._wrong(config)
+
+    def times(self) -> dict[str, dict[str, float]]:
+        """What the checks took, per config, for the launch costs: the canary's median a launch, the accuracy set
+        and its size, and all the checks of its first launch (which its first launch's measuring held)."""
+        out: dict[str, dict[str, float]] = {}
+        for config in dict.fromkeys(a.config for a in self.launches.values()):
+            mine = [a for a in self.launches.values() if a.config == config]
+            canary_s = sorted(a.canary_s for a in mine if a.canary_s is not None)
+            timed: dict[str, float] = {"first_s": (mine[0].canary_s or 0.0) + (mine[0].accuracy_s or 0.0)}
+            if canary_s:
+                timed["canary_s"] = canary_s[len(canary_s) // 2]
+            if mine[0].accuracy_s is not None and mine[0].right:
+                timed |= {"accuracy_s": mine[0].accuracy_s, "questions": float(len(self.questions))}
+            out[config] = timed
+        return out
 
     def _canary(self, url: str, protocol: str, model: str, store: AnswerStore, done: LaunchAnswers) -> None:
         replies = ask(url, protocol, canary.PROMPTS, canary.MAX_TOKENS, model, concurrency=len(canary.PROMPTS))
@@ -142,7 +162,12 @@ class Answering:
             return
         done.replies = replies
         unit = unit_of(replies)
-        reference = store.canary(done.config) if store.canary_unit(done.config) == unit else []
+        recorded = store.canary(done.config)
+        if recorded and store.canary_asked(done.config) != canary.asked_id():
+            done.canary_note = ("canary: the reference replies answered other prompts (recorded by another version); "
+                                "not compared: record them again with --update-baselines")
+            return
+        reference = recorded if store.canary_unit(done.config) == unit else []
         if not reference:
             done.canary_note = ("canary: no reference replies yet (recorded with --update-baselines; 5 launches "
                                 "calibrate it)")
@@ -171,13 +196,13 @@ class Answering:
                                            [float(x) for x in ref["tokens"]], [float(x) for x in done.tokens],
                                            self.alpha)
 
-    def record(self) -> list[str]:
+    def record(self) -> None:
         """--update-baselines: every config whose launches answered right adds their canary replies (up to the cap)
-        and its accuracy; a config with a wrong launch is not recorded, and the lines say so."""
+        and its accuracy; a config with a wrong launch is not recorded, and `recorded` says so."""
         if not self.recording:
-            return []
+            return
         self.recording = False  # once: an xdist worker's session closes twice
-        out = []
+        out = self.recorded
         written: dict[Path, AnswerStore] = {}  # the files this recording changed
         by_config: dict[str, list[LaunchAnswers]] = {}
         for a in self.launches.values():
@@ -193,7 +218,8 @@ class Answering:
             written[store.path] = store
             for a in launches:
                 if a.replies:
-                    store.add_canary(config, [list(r.pieces) for r in a.replies], unit_of(a.replies))
+                    store.add_canary(config, [list(r.pieces) for r in a.replies], unit_of(a.replies),
+                                     canary.asked_id())
                 if a.right and self.questions:
                     store.set_accuracy(config, self.accuracy_name, [q.id for q in self.questions], a.right, a.tokens)
             kept = len(store.canary(config))
@@ -205,10 +231,20 @@ class Answering:
             except (AnswersError, OSError, Timeout) as exc:
                 self.errors.append(f"answers file {store.path} not written: {exc}")
                 out.append(self.errors[-1])
-        return out
+
+    def to_dict(self) -> dict[str, list[str]]:
+        """What an xdist worker hands the controller (the run document's `answers`)."""
+        return {"lines": self.lines(), "recorded": self.recorded, "errors": self.errors}
+
+    def join(self, told: dict[str, list[str]]) -> None:
+        """xdist's controller: a worker's answers (its document's `answers`), shown and counted as this run's."""
+        self.told += told.get("lines") or []
+        self.recorded += told.get("recorded") or []
+        self.errors += told.get("errors") or []
 
     def lines(self) -> list[str]:
-        """The summary's answer lines, a config at a time: each failed canary, the others counted, the accuracy."""
+        """The summary's answer lines, a config at a time: each failed canary, the others counted, the accuracy
+        (then what the xdist workers told)."""
         out: list[str] = []
         for config in dict.fromkeys(a.config for a in self.launches.values()):
             mine = [a for a in self.launches.values() if a.config == config]
@@ -221,4 +257,4 @@ class Answering:
             out += [f"{config}: {note} ({len(mine)} launches)" for note in notes]
             out += [f"{config}: {a.accuracy.line() if a.accuracy else a.accuracy_note}" for a in mine
                     if a.accuracy is not None or a.accuracy_note]
-        return out
+        return out + self.told

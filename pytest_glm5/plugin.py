@@ -286,7 +286,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     gets that server's log tail as a report section; the session learns which gated tests ran."""
     report = yield
     run = _session(item.config)
-    run.reported(item.nodeid, call.when, report.skipped)
+    run.tally.reported(item.nodeid, call.when, report.skipped)
     name = _marker_name(item)
     if call.when in ("setup", "call") and hasattr(report, "wasxfail"):
         mismatch = run.known_issue_mismatch(name, str(report.longrepr or ""))

@@ -39,7 +39,7 @@ class XdistController:
     def pytest_sessionfinish(self) -> None:
         """Name the tests a dead worker left: they are part of the outcome."""
         if self.dead:
-            self.session.left_unfinished([t for t in self.collected if t not in self.finished])
+            self.session.tally.unfinished = [t for t in self.collected if t not in self.finished]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

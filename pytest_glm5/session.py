@@ -20,12 +20,12 @@ from .configs import ConfigError, ServerConfig, load_configs
 from .judge.baselines import BaselineStore, store_of
 from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores, references_of, versus_all
 from .judge.merge import Merged, decided, join, update
-from .judge.plan import ConfigCost, Night, config_cost
+from .judge.plan import Checks, ConfigCost, Night, config_cost
 from .judge.provenance import git_commit
 from .judge.verdicts import Change, Kind, Verdict, run_document
 from .perf import PerfContext, rounds
 from .report import exports, gateitems
-from .report.outcome import Facts, Outcome, decide, nothing_measured
+from .report.outcome import Facts, Outcome, Tally, decide, nothing_measured
 from .report.outputs import Outputs, Written, write_all
 from .report.terminal import Summary, TerminalProgress
 from .scaleout import shard_of
@@ -116,11 +116,7 @@ class Glm5Session:
         self.regressed: list[Verdict] = []  # the gate's failed items: confirmed regressions and provisional ones
         self.night = Night.from_settings(settings)  # the plan, the budget and what launches cost here
         self.stores: dict[Path, BaselineStore] = {}  # baselines files read for the plan (as check_baselines read them)
-        self.config_tests = 0  # tests of a server config or a gated marker this run kept after deselection
-        self.watched: set[str] = set()  # their ids
-        self.ran = 0  # how many of them got to run (a call phase): none is a night that measured nothing
-        self.gpu_skipped: dict[str, str] = {}  # test -> why this machine's GPUs cannot run it
-        self.unfinished: list[str] = []  # tests a dead xdist worker never finished
+        self.tally = Tally()  # which config tests ran: a night that measured nothing must not read green
         self.outcome: Outcome | None = None
 
 
@@ -213,10 +209,9 @@ class Glm5Session:
     def _collect(self, items: Sequence[TestItem]) -> Collected:
         out = Collected(skips=self.machine.gpu_skips(items, self.configs if self.has_configs else {},
                                                      self.gated_markers))
-        self.gpu_skipped = dict(out.skips)
+        self.tally.gpu_skipped = dict(out.skips)
         gated = set(self.gated_markers)
-        self.watched = {item.nodeid for item in items if item.config is not None or item.markers & gated}
-        self.config_tests = len(self.watched)
+        self.tally.watch({item.nodeid for item in items if item.config is not None or item.markers & gated})
         if not any(item.config for item in items):
             out.order = [item.nodeid for item in items]
             return out
@@ -251,8 +246,7 @@ class Glm5Session:
             groups = dict(sorted(groups.items(), key=lambda kv: kv[0] not in kept))
         out.order = plain + [nodeid for group in groups.values() for nodeid in group]
         if self.settings.shard is not None:
-            self.watched &= {item.nodeid for item in kept_items}
-            self.config_tests = len(self.watched)
+            self.tally.watch(self.tally.watched & {item.nodeid for item in kept_items})
         plan = self.night.make_plan([self.cost_of(name, len(ids)) for name, ids in groups.items()])
         if self.worker is None and plan.costs:
             for line in plan.lines():
@@ -277,7 +271,8 @@ class Glm5Session:
             modeled = self.engine_for(cfg).modeled_load(cfg)
         except EngineError:
             modeled = None
-        return config_cost(name, tests, found[1].cost(name) if found is not None else None, modeled)
+        checks = Checks(self.answering.canary_on, len(self.answering.questions))
+        return config_cost(name, tests, found[1].cost(name) if found is not None else None, modeled, checks)
 
     def check_baselines(self, used: dict[str, ServerConfig]) -> None:
         """Read every baselines file the run will use now, not after a model load and a load run."""
@@ -351,11 +346,6 @@ class Glm5Session:
             if isinstance(pool.progress, TerminalProgress):
                 pool.progress.done()
 
-    def reported(self, nodeid: str, when: str, skipped: bool) -> None:
-        """A test's phase ended: a watched test whose call phase was not skipped ran (it measured, or tried to)."""
-        if when == "call" and not skipped and nodeid in self.watched:
-            self.ran += 1
-
     def mark(self) -> tuple[int, int]:
         """Where the verdicts stand now (before a test)."""
         return (len(self.gate.verdicts), len(self.gate.versus)) if self.gate is not None else (0, 0)
@@ -404,8 +394,7 @@ class Glm5Session:
         """Stop this process's servers (also after Ctrl-C); --update-baselines: record what its launches answered."""
         if self.pool is not None:
             self.pool.close()
-        if self.context is not None:
-            self.context.said += self.answering.record()
+        self.answering.record()
 
     def meta(self, verdicts: Iterable[Verdict]) -> dict[str, Any]:
         """The run's own facts for the report: when, how long, commit, build, hardware, arguments, shard."""
@@ -418,8 +407,7 @@ class Glm5Session:
             # Launches are what a night on the real box is made of: each config's count and load times.
             "launches": {c: {"launches": len(t), "load_s": t}
                          for c, t in (self.pool.load_s if self.pool is not None else {}).items()},
-            "config_tests": self.config_tests, "ran": self.ran, "gpu_skipped": self.gpu_skipped,
-            "not_run": self.night.not_run, "unfinished": self.unfinished}
+            **self.tally.to_dict(), "not_run": self.night.not_run, "answers": self.answering.to_dict()}
         if self.settings.shard is not None and self.shard_configs is not None:
             index, count = self.settings.shard
             out["shard"] = {"index": index, "count": count, "configs": self.shard_configs,
@@ -450,17 +438,13 @@ class Glm5Session:
         """An xdist worker's run, before the family decision (the controller makes it once, over all); None where
         the worker ran no test of a config. Either way the worker reports nothing itself."""
         self.handed_over = True
-        if self.pool is None and self.gate is None and not self.config_tests:
+        if self.pool is None and self.gate is None and not self.tally.config_tests:
             return None
         return json.dumps(self.document(self.live()), default=str)
 
     def receive(self, doc: dict[str, Any]) -> None:
         """xdist's controller: a worker's run document (the controller decides and reports once, over all)."""
         self.worker_docs = [*(self.worker_docs or []), doc]
-
-    def left_unfinished(self, tests: Sequence[str]) -> None:
-        """xdist's controller: tests a dead worker never finished; the outcome names them, never passed."""
-        self.unfinished = list(tests)
 
     def finish(self, collect_only: bool, bench_json: str | None, bench_saved: bool, failed_tests: int = 0,
                interrupted: bool = False) -> tuple[list[Verdict], bool]:
@@ -477,9 +461,8 @@ class Glm5Session:
             view.versus = versus_all(view.verdicts, self.references(), Statistics.from_settings(s))
             for doc in self.worker_docs:
                 told = doc.get("run") or {}
-                self.config_tests += int(told.get("config_tests") or 0)
-                self.ran += int(told.get("ran") or 0)
-                self.gpu_skipped.update(told.get("gpu_skipped") or {})
+                self.tally.join(told)
+                self.answering.join(told.get("answers") or {})
                 self.night.not_run.update(told.get("not_run") or {})
         else:
             view = self.live()
@@ -506,13 +489,14 @@ class Glm5Session:
         view = self.view
         known = frozenset(n for n, c in (self._configs or {}).items() if c.known_issue)
         launched = self.pool is not None and bool(self.pool.load_s)
-        idle = not (self.ran or launched or (view is not None and (view.verdicts or view.problems)))
+        idle = not (self.tally.ran or launched or (view is not None and (view.verdicts or view.problems)))
         # pytest counted its failures before the gate's items (the regressions, said apart) were emitted.
         return decide(Facts(
             verdicts=view.verdicts if view else [], regressed=self.regressed, problems=view.problems if view else {},
             known=known, failed_tests=failed_tests, errors=self.errors + self.answering.errors,
-            not_run=dict(self.night.not_run), unfinished=list(self.unfinished), nothing_measured=nothing_measured(
-                self.config_tests, self.gpu_skipped, self.night.not_run, list(self.gated_markers)) if idle else None,
+            not_run=dict(self.night.not_run), unfinished=list(self.tally.unfinished), nothing_measured=nothing_measured(
+                self.tally.config_tests, self.tally.gpu_skipped, self.night.not_run, list(self.gated_markers))
+            if idle else None,
             require=self.settings.require_baselines, interrupted=interrupted))
 
     def record_costs(self) -> None:
@@ -528,7 +512,7 @@ class Glm5Session:
                 where[name] = (found[0], modeled[0] if modeled is not None else None)
         self.errors += self.night.record(where, self.pool.load_s if self.pool is not None else {},
                                          self.settings.sim_time_scale, git_commit(self.settings.rootdir),
-                                         self.settings.build_name)
+                                         self.settings.build_name, self.answering.times())
 
     def benchmarks(self) -> list[dict[str, Any]]:
         """This run's results as pytest-benchmark entries (for its --benchmark-json of a run with its own)."""
@@ -543,8 +527,9 @@ class Glm5Session:
             return
         took = (dt.datetime.now(dt.UTC) - self.started).total_seconds()
         Summary(self.view, self.outcome, self.changes[0], self.errors, self.settings.update_baselines,
-                self.settings.alpha, show=bool(self.config_tests or self.unfinished), not_run=self.night.not_run,
-                unfinished=self.unfinished, written=self.written, costs_written=self.night.recorded,
-                said=self.context.said if self.context is not None else [],
+                self.settings.alpha, show=bool(self.tally.config_tests or self.tally.unfinished),
+                not_run=self.night.not_run,
+                unfinished=self.tally.unfinished, written=self.written, costs_written=self.night.recorded,
+                said=[*(self.context.said if self.context is not None else []), *self.answering.recorded],
                 spent=self.night.spent_lines(self.pool.load_s if self.pool is not None else {}, took),
                 gpus=describe(self.machine.gpus()), answers=self.answering.lines()).display(tr)

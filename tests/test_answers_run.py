@@ -26,7 +26,27 @@ def _recorded(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(POINT)
     rec = pytester.runpytest("--update-baselines", "--glm5-launches", "5", *ASK)
     assert rec.ret == 0, rec.stdout.str()[-2000:]
-    said_lines(rec, ["  t: answers recorded in *.answers.json (canary: 5 reference launches)"])
+    said_lines(rec, ["  t: wrote *; launch cost (load * s, measuring * s over 1 tests, canary * s a launch, "
+                     "accuracy * s over 150 questions)",
+                     "  t: answers recorded in *.answers.json (canary: 5 reference launches)"])
+
+
+@pytest.mark.slow
+def test_the_plan_prices_the_checks_this_box_timed(pytester: pytest.Pytester) -> None:
+    import tomllib
+
+    _recorded(pytester)
+    cost = tomllib.loads(next((pytester.path / "baselines").rglob("*.toml")).read_text())["costs"]["t"]
+    assert cost["questions"] == 150 and cost["canary_s"] > 0 and cost["accuracy_s"] > 0
+    plan = pytester.runpytest("--glm5-plan", *ASK)
+    said_lines(plan, ["glm5: plan: t * 1 * rehearsal *: modeled load, measuring in model time"])
+    assert "assumed" not in plan.stdout.str()
+    # Half the questions tonight: the accuracy set is priced at the seconds a question this box recorded.
+    row = next(ln for ln in plan.stdout.lines if ln.startswith("glm5: plan: t "))
+    half = pytester.runpytest("--glm5-plan", "--glm5-accuracy-set", "generated:75")
+    assert next(ln for ln in half.stdout.lines if ln.startswith("glm5: plan: t ")) != row
+    off = pytester.runpytest("--glm5-plan", "--glm5-no-canary")
+    said_lines(off, ["glm5: plan: t * 1 * 0 s * 0 s  rehearsal *"])
 
 
 @pytest.mark.slow

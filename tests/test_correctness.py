@@ -4,6 +4,7 @@ late-token nondeterminism and its garbage fault."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -128,12 +129,44 @@ def test_answers_are_recorded_once_and_two_writers_keep_both(tmp_path: Path) -> 
     runs = []
     for config in ("a", "b"):  # two xdist workers, one config each, the same model's file
         run = Answering(tmp_path, True, None, 0.01, recording=True)
-        run.launches["l"] = LaunchAnswers(config, "l", store=AnswerStore(path),
+        run.launches["l"] = LaunchAnswers(config, "l", store=AnswerStore(path), canary_note="canary: no reference",
                                           replies=[Reply("x", (1, 2), 2), Reply("y", (3,), 1)])
         runs.append(run)
     for run in runs:
-        assert run.record() == [f"{run.launches['l'].config}: answers recorded in m.answers.json (canary: 1 "
+        run.record()
+        run.record()  # an xdist worker's session closes twice: recorded once
+        assert run.recorded == [f"{run.launches['l'].config}: answers recorded in m.answers.json (canary: 1 "
                                 "reference launches; 5 calibrate it)"]
-        assert run.record() == []  # an xdist worker's session closes twice: recorded once
     kept = AnswerStore(path)
     assert kept.canary("a") == kept.canary("b") == [[[1, 2], [3]]]
+    # The controller shows and counts what each worker told: its lines, what it recorded, its errors.
+    runs[1].errors.append("answers file x not written: read-only")
+    controller = Answering(tmp_path, True, None, 0.01, recording=True)
+    for run in runs:
+        controller.join(json.loads(json.dumps(run.to_dict())))
+    controller.record()
+    assert controller.recorded == [*runs[0].recorded, *runs[1].recorded]
+    assert controller.errors == ["answers file x not written: read-only"]
+    assert controller.lines() == ["a: canary: no reference (1 launches)", "b: canary: no reference (1 launches)"]
+
+
+def test_a_reference_of_other_prompts_is_never_compared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_glm5 import answering
+    from pytest_glm5.correctness import canary
+    from pytest_glm5.judge.answers import AnswerStore
+    from pytest_glm5.load.replies import Reply
+
+    store = AnswerStore(tmp_path / "m.answers.json")
+    for _ in range(5):
+        store.add_canary("t", [[1, 2, 3]] * len(canary.PROMPTS), "tokens", asked="older-prompts")
+    replies = [Reply("x", (9, 9, 9), 3)] * len(canary.PROMPTS)  # would diverge at token 0 from the reference
+    monkeypatch.setattr(answering, "ask", lambda *args, **kwargs: replies)
+    run = answering.Answering(tmp_path, True, None, 0.01, recording=True)
+    done = answering.LaunchAnswers("t", "l")
+    run._canary("http://127.0.0.1:1", "generate", "m", store, done)
+    assert done.canary is None and done.invalid is None
+    assert done.canary_note.startswith("canary: the reference replies answered other prompts")
+    # Recording them starts a new reference of today's prompts instead of mixing the two.
+    store.add_canary("t", [list(r.pieces) for r in replies], "tokens", canary.asked_id())
+    assert store.canary("t") == [[[9, 9, 9]] * len(canary.PROMPTS)] and store.canary_asked("t") == canary.asked_id()
+    assert canary.asked_id() != canary.asked_id(canary.PROMPTS[:-1]) != canary.asked_id(max_tokens=16)

@@ -8,7 +8,16 @@ import re
 import pytest
 from plugin_helpers import TWO_SCENARIOS, assert_no_server_left, report, said_lines, write_configs
 
-from pytest_glm5.judge.plan import Budget, ConfigCost, Plan
+from pytest_glm5.judge.plan import (
+    ASSUMED_CANARY_S,
+    ASSUMED_S_PER_QUESTION,
+    Budget,
+    Checks,
+    ConfigCost,
+    Night,
+    Plan,
+    config_cost,
+)
 from pytest_glm5.settings import parse_duration
 
 
@@ -40,6 +49,42 @@ def test_a_plan_says_what_fits_in_the_budget() -> None:
     assert "no budget" in Plan(_costs(2), None).lines()[-1]
 
 
+def test_the_answer_checks_are_priced_per_launch_and_once_a_night() -> None:
+    # Nothing recorded: the canary on each launch and the accuracy set on the first, at the assumed speeds.
+    assumed = config_cost("tp8", 7, None, None, Checks(canary=True, questions=1319))
+    assert assumed.canary_s == ASSUMED_CANARY_S and assumed.accuracy_s == pytest.approx(1319 * ASSUMED_S_PER_QUESTION)
+    assert assumed.source.endswith("; canary and accuracy assumed")
+    assert assumed.night_s(3) == pytest.approx(3 * (1800 + 30 + 840) + 1319 * 0.8)
+    # What this box recorded: its canary and its seconds a question (the recorded set had 400), scaled to tonight's.
+    stored = {"load_s": 2400.0, "measure_s": 700.0, "tests": 7, "canary_s": 9.0, "accuracy_s": 200.0,
+              "questions": 400, "source": "measured 2026-12-04 over 3 launches"}
+    got = config_cost("tp8", 7, stored, None, Checks(canary=True, questions=1319))
+    assert (got.canary_s, got.accuracy_s, got.source) == (9.0, pytest.approx(659.5), stored["source"])
+    assert got.launch_s == 2400 + 9 + 700
+    off = config_cost("tp8", 7, stored, None, Checks(canary=False))
+    assert (off.canary_s, off.accuracy_s, off.launch_s) == (0.0, 0.0, 3100.0)
+    plan = Plan([got], 8 * 3600, rounds=4)
+    assert plan.lines()[1].split()[:8] == ["tp8", "7", "40", "min", "9", "s", "12", "min"]
+    assert plan.first_s == pytest.approx(got.launch_s + 659.5) and plan.most_s == pytest.approx(5 * got.launch_s +
+                                                                                              659.5)
+    night = Night(8 * 3600, 1, 4)
+    night.make_plan([got])
+    assert night.budget is not None and night.budget.first == {"tp8": pytest.approx(got.launch_s + 659.5)}
+
+
+def test_recorded_costs_hold_the_checks_apart_from_the_measuring() -> None:
+    night = Night(None, 1, 4)
+    night.measure_s["t"], night.tests_run["t"] = 1000.0, 2
+    checks = {"t": {"first_s": 100.0, "canary_s": 10.0, "accuracy_s": 90.0, "questions": 64.0}}
+    real = night.to_record({"t": [300.0, 320.0]}, {"t": None}, 1.0, "2026-12-04", {}, checks)["t"]
+    # The first launch's measuring held its load and both checks: measuring alone is what is left.
+    assert (real["measure_s"], real["canary_s"], real["accuracy_s"], real["questions"]) == (600.0, 10.0, 90.0, 64)
+    sim = night.to_record({"t": [3.0]}, {"t": 1800.0}, 0.01, "2026-12-04", {}, checks)["t"]
+    assert (sim["load_s"], sim["measure_s"], sim["canary_s"], sim["accuracy_s"]) == (1800.0, 89700.0, 1000.0, 9000.0)
+    bare = night.to_record({"t": [300.0]}, {"t": None}, 1.0, "2026-12-04", {}, None)["t"]
+    assert "canary_s" not in bare and "questions" not in bare and bare["measure_s"] == 700.0
+
+
 def test_a_budget_keeps_the_first_launches_of_configs_not_yet_run() -> None:
     b = Budget(3600.0, {"a": 1000.0, "b": 1000.0})
     assert b.begin("a") is None and b.charged == 1000.0
@@ -62,8 +107,9 @@ def test_plan_prints_and_launches_nothing(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TWO_SCENARIOS)
     result = pytester.runpytest("--glm5-plan", "--glm5-budget", "8h")
     assert result.ret == 0
-    said_lines(result, ["glm5: plan: config * tests * load * measure * launch  source",
-                        "glm5: plan: t * 2 * 0 s * load modeled by profile tiny, 2 min a test assumed",
+    said_lines(result, ["glm5: plan: config * tests * load * canary * measure * launch *accuracy  source",
+                        "glm5: plan: t * 2 * 0 s * 30 s * 0 s  load modeled by profile tiny, 2 min a test assumed; "
+                        "canary assumed",
                         "glm5: plan: 1 configs: first launches *; budget 8.0 h: every round fits"])
     assert "passed" not in result.stdout.str()
     assert_no_server_left(model, wait=0.5)
@@ -85,7 +131,7 @@ def test_recording_keeps_the_costs_and_a_budget_stops_rounds(pytester: pytest.Py
     said_lines(plan, ["glm5: plan: t * 2 *rehearsal *: modeled load, measuring in model time"])
     # A budget the first launch fits in and no round: a halving seen on one launch is not confirmed (that needs a
     # second), the run says why there is none and ends with what it has.
-    first = float(text.split("load_s = ")[1].split()[0]) + float(text.split("measure_s = ")[1].split()[0])
+    first = sum(float(text.split(f"{key} = ")[1].split()[0]) for key in ("load_s", "measure_s", "canary_s"))
     tight = pytester.runpytest("--glm5-budget", f"{first * 1.5:.3f}s", "--glm5-sim-slowdown", "0.5", *noisy,
                                "--glm5-report", "report.json")
     said_lines(tight, ["glm5: t: no round 2 (2 series left unresolved): budget *: * spent, a round costs about *"])
@@ -156,7 +202,7 @@ def test_recording_ends_with_what_it_wrote_and_spends_no_round_that_cannot_chang
     first = pytester.runpytest("--update-baselines", "--glm5-launches", "2")
     assert first.ret == 0
     said_lines(first, ["--update-baselines, per config (review with git diff baselines/):",
-                       "  t: wrote 2 (2 new); launch cost (load * s, measuring * s over 2 tests)"])
+                       "  t: wrote 2 (2 new); launch cost (load * s, measuring * s over 2 tests, canary * s a launch)"])
     path = next((pytester.path / "baselines").rglob("*.toml"))
     doc = tomlkit.parse(path.read_text())
     provenance = doc["costs"]["t"]["provenance"]

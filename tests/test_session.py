@@ -82,7 +82,7 @@ def test_collection_groups_configs_marks_known_issues_and_plans(root: Path) -> N
     assert got.xfails == {"t.py::test_b[c64]": "known issue of b: dies under load"}  # only at its concurrency
     assert got.skips == {} and got.exit is None  # the emulator runs every gated test
     assert any(line.startswith("glm5: plan: 2 configs: first launches") for line in lines.lines), lines.lines
-    assert run.config_tests == 3
+    assert run.tally.config_tests == 3
 
 
 def test_without_gpus_the_gated_tests_skip_and_the_outcome_says_so(root: Path) -> None:

@@ -49,9 +49,16 @@ def test_two_workers_launch_each_config_once_and_report_once(pytester: pytest.Py
     [path] = list((pytester.path / "baselines").rglob("*.toml"))
     text = path.read_text()
     assert all(f"[{c}.{s}.output_throughput]" in text for c in "ab" for s in ("c1", "c2"))
+    # What each worker's launches answered, and what it recorded of them, reach the controller's summary.
+    for name in "ab":
+        said_lines(first, [f"  {name}: canary: no reference replies yet * launches)"])
+        said_lines(first, [f"  {name}: answers recorded in *.answers.json (canary: * reference launches*)"])
+    assert set(json.loads(path.with_suffix("").with_suffix(".answers.json").read_text())["configs"]) == {"a", "b"}
     again = pytester.runpytest("-n", "2", "--glm5-report", "r2.json")
     assert again.ret == 0, again.stdout.str()
     said_lines(again, ["8 series: *; any false alarm among them held to *"])  # one family over both workers
+    for name in "ab":
+        said_lines(again, [f"  {name}: canary * 16 prompts *"])  # held on every launch, each worker's config
     assert_no_server_left(model)
 
 

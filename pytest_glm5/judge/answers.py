@@ -4,7 +4,7 @@ ids are many and nobody reviews them line by line; the TOML keeps what people re
 
 >>> import tempfile; d = Path(tempfile.mkdtemp())
 >>> s = AnswerStore(d / "m.answers.json")
->>> s.add_canary("t", [[1, 2], [3]], unit="tokens"); s.save()
+>>> s.add_canary("t", [[1, 2], [3]], unit="tokens", asked="0f1e"); s.save()
 >>> AnswerStore(d / "m.answers.json").canary("t")
 [[[1, 2], [3]]]
 """
@@ -53,12 +53,18 @@ class AnswerStore:
         """What the recorded replies are made of: tokens (ids) or words (text)."""
         return str(self.data["configs"].get(config, {}).get("canary", {}).get("unit", "tokens"))
 
-    def add_canary(self, config: str, replies: Sequence[Sequence[Any]], unit: str) -> None:
+    def canary_asked(self, config: str) -> str | None:
+        """The digest of the prompts and length the reference replies answered (canary.asked_id); None: unknown."""
+        got = self.data["configs"].get(config, {}).get("canary", {}).get("asked")
+        return str(got) if got is not None else None
+
+    def add_canary(self, config: str, replies: Sequence[Sequence[Any]], unit: str, asked: str) -> None:
         """Append one launch's canary replies to the config's reference (the oldest kept first, up to the cap)."""
-        entry = self._config(config).setdefault("canary", {"unit": unit, "launches": []})
-        if entry.get("unit") != unit:  # another kind of server: its replies start a new reference
+        entry = self._config(config).setdefault("canary", {"unit": unit, "asked": asked, "launches": []})
+        if (entry.get("unit"), entry.get("asked")) != (unit, asked):
+            # another kind of server, or other prompts: its replies start a new reference
             entry.clear()
-            entry.update({"unit": unit, "launches": []})
+            entry.update({"unit": unit, "asked": asked, "launches": []})
         if len(entry["launches"]) < CANARY_CAP:
             entry["launches"].append([list(r) for r in replies])
             self.changed.add(config)

@@ -60,7 +60,8 @@ DEFAULTS_KEYS = {"tolerance", "latency_slack_ms", "note", "source", "method"}
 COSTS = "costs"  # [costs.CONFIG]: what a launch of the config costs on this hardware (plan.py), not a config
 COST_KEYS: dict[str, type | tuple[type, ...]] = {"load_s": (int, float), "measure_s": (int, float), "tests": int,
                                                  "launches": int, "source": str, "updated": (str, dt.date),
-                                                 "provenance": dict}
+                                                 "provenance": dict, "canary_s": (int, float),
+                                                 "accuracy_s": (int, float), "questions": int}
 RESERVED = ("defaults", COSTS)
 # Every number of a baselines file is finite and in its range: a `floor = nan` passed every value, a `floor = -5`
 # read as a -20354% change. The range per key, as (low, low included, high): a bound and a recorded value are
@@ -70,7 +71,8 @@ RANGES: dict[str, tuple[float, bool, float]] = {
     "floor": (0.0, False, math.inf), "ceiling": (0.0, True, math.inf), "measured": (0.0, False, math.inf),
     "target": (0.0, False, math.inf), "detectable": (0.0, True, math.inf), "latency_slack_ms": (0.0, True, 3.6e6),
     "load_s": (0.0, True, WEEK_S), "measure_s": (0.0, True, WEEK_S), "tests": (1.0, True, 1e6),
-    "launches": (0.0, True, 1e6)}  # 0: an estimate, measured over no launch yet
+    "launches": (0.0, True, 1e6), "canary_s": (0.0, True, WEEK_S), "accuracy_s": (0.0, True, WEEK_S),
+    "questions": (1.0, True, 1e7)}  # launches 0: an estimate, measured over no launch yet
 
 
 def _in_range(path: Path, where: str, key: str, value: Any) -> None:

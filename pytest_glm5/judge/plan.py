@@ -7,9 +7,12 @@ A launch is the unit of cost: a GLM-5-NVFP4 load takes many minutes (the brief b
 3,000 s on Blackwell). Each config's first launch measures all its tests; rounds (more launches of the whole config)
 are what resolving a series, recording a reference or an A/B block costs.
 
-    >>> p = Plan([ConfigCost("tp8", 7, 1800.0, 600.0, "assumed")], budget_s=8 * 3600, rounds=4)
+    >>> p = Plan([ConfigCost("tp8", 7, 1800.0, 600.0, "assumed", 30.0, 1055.0)], budget_s=8 * 3600, rounds=4)
     >>> p.lines()[-1]
-    '1 configs: first launches 40 min; with up to 4 rounds each 3.3 h; budget 8.0 h: every round fits'
+    '1 configs: first launches 58 min; with up to 4 rounds each 3.7 h; budget 8.0 h: every round fits'
+
+The answers a launch is checked on are priced too: the canary on every launch (`checks`), the accuracy set once a
+night on the config's first launch (`accuracy`), as this box recorded them, else assumed from the campaign's speeds.
     >>> price(0.02, 0.05, 8, 2700.0)
     'resolving 5% at CV 2.0% against 8 reference launches: about 2 launches, 1.5 h more on this box (45 min a launch)'
 """
@@ -32,6 +35,12 @@ from .verdicts import Kind, Verdict, read_report, verdicts_of
 # A GLM-5-NVFP4 launch on 8x SM120 when this box has measured none: the middle of the brief's 10-50 minutes.
 ASSUMED_LOAD_S = 1800.0
 ASSUMED_MEASURE_S_PER_TEST = 120.0  # the suite's scenarios run 1-3 minutes each at the campaign's speeds
+# The canary's 16 prompts of 32 tokens at once: about 4 s at the campaign's ~8 tok/s a stream; 30 s is the issue's
+# bound per launch, assumed until a launch here times it.
+ASSUMED_CANARY_S = 30.0
+# A worked GSM8K answer is about 200 tokens, 32 questions at a time at ~8 tok/s a stream: 0.8 s a question (1,319
+# questions: about 18 minutes, half a launch), assumed until a launch here times it.
+ASSUMED_S_PER_QUESTION = 0.8
 
 
 def hours(seconds: float) -> str:
@@ -52,11 +61,17 @@ class ConfigCost:
     load_s: float
     measure_s: float
     source: str  # `measured 2026-12-03 (3 launches)`, `emulator profile glm5-sm120`, `assumed`
+    canary_s: float = 0.0  # the canary, before every launch's load
+    accuracy_s: float = 0.0  # the accuracy set, once a night on the config's first launch
 
     @property
     def launch_s(self) -> float:
-        """One launch of the config, loaded and measured."""
-        return self.load_s + self.measure_s
+        """One launch of the config, loaded, its canary asked and its tests measured."""
+        return self.load_s + self.canary_s + self.measure_s
+
+    def night_s(self, launches: int) -> float:
+        """This many launches of the config in one night: each launch, and the accuracy set once."""
+        return self.launch_s * launches + (self.accuracy_s if launches else 0.0)
 
 
 @dataclass
@@ -71,19 +86,20 @@ class Plan:
     @property
     def first_s(self) -> float:
         """Every config's planned launches."""
-        return sum(c.launch_s for c in self.costs) * self.planned
+        return sum(c.night_s(self.planned) for c in self.costs)
 
     @property
     def most_s(self) -> float:
         """Every config's planned launches and every round it may get."""
-        return sum(c.launch_s for c in self.costs) * (self.planned + self.rounds)
+        return sum(c.night_s(self.planned + self.rounds) for c in self.costs)
 
     def lines(self) -> list[str]:
         """The table and the verdict on the budget."""
-        out = [f"{'config':<18} {'tests':>5} {'load':>8} {'measure':>8} {'launch':>8}  source"]
+        out = [f"{'config':<18} {'tests':>5} {'load':>8} {'canary':>8} {'measure':>8} {'launch':>8} {'accuracy':>8}"
+               "  source"]
         for c in self.costs:
-            out.append(f"{c.config:<18} {c.tests:>5} {hours(c.load_s):>8} {hours(c.measure_s):>8} "
-                       f"{hours(c.launch_s):>8}  {c.source}")
+            out.append(f"{c.config:<18} {c.tests:>5} {hours(c.load_s):>8} {hours(c.canary_s):>8} "
+                       f"{hours(c.measure_s):>8} {hours(c.launch_s):>8} {hours(c.accuracy_s):>8}  {c.source}")
         n = len(self.costs)
         planned = f"first launches {hours(self.first_s)}" if self.planned == 1 else \
             f"{self.planned} planned launches each {hours(self.first_s)}"
@@ -93,10 +109,10 @@ class Plan:
         if self.first_s > self.budget_s:
             fit, spent = [], 0.0
             for c in self.costs:
-                if spent + c.launch_s * self.planned > self.budget_s:
+                if spent + c.night_s(self.planned) > self.budget_s:
                     break
                 fit.append(c.config)
-                spent += c.launch_s * self.planned
+                spent += c.night_s(self.planned)
             left = [c.config for c in self.costs if c.config not in fit]
             return [*out, tail + f"; budget {hours(self.budget_s)}: NOT ENOUGH for the planned launches: "
                                  f"{len(fit)} configs fit, {', '.join(left)} would not run (raise the budget, "
@@ -143,17 +159,34 @@ class Budget:
         return None
 
 
-def config_cost(name: str, tests: int, stored: Mapping[str, Any] | None,
-                modeled: tuple[float, str] | None) -> ConfigCost:
+@dataclass(frozen=True)
+class Checks:
+    """The answer checks a run asks of each launch: the canary (every launch) and the accuracy set's size (asked on a
+    config's first launch of the night; 0: none)."""
+
+    canary: bool = True
+    questions: int = 0
+
+
+def config_cost(name: str, tests: int, stored: Mapping[str, Any] | None, modeled: tuple[float, str] | None,
+                checks: Checks = Checks(canary=False)) -> ConfigCost:
     """What one launch of a config, measuring `tests` tests, costs on this box: as its baselines file recorded it,
-    else the load its engine models (the emulator's box), else assumed."""
-    if stored and stored.get("tests"):
-        per_test = float(stored.get("measure_s", 0.0)) / int(stored["tests"])
-        return ConfigCost(name, tests, float(stored.get("load_s", 0.0)), per_test * tests,
-                          str(stored.get("source") or f"recorded {stored.get('updated', '')}"))
+    else the load its engine models (the emulator's box), else assumed; with the answer checks this run asks."""
+    got = stored or {}
+    canary = float(got.get("canary_s", ASSUMED_CANARY_S)) if checks.canary else 0.0
+    per_question = float(got["accuracy_s"]) / int(got["questions"]) if got.get("questions") else \
+        ASSUMED_S_PER_QUESTION
+    accuracy = per_question * checks.questions
+    assumed = [what for what, known in (("canary", "canary_s" in got or not checks.canary),
+                                        ("accuracy", "questions" in got or not checks.questions)) if not known]
+    also = f"; {' and '.join(assumed)} assumed" if assumed else ""
+    if got.get("tests"):
+        per_test = float(got.get("measure_s", 0.0)) / int(got["tests"])
+        return ConfigCost(name, tests, float(got.get("load_s", 0.0)), per_test * tests,
+                          str(got.get("source") or f"recorded {got.get('updated', '')}") + also, canary, accuracy)
     load, source = modeled if modeled is not None else (ASSUMED_LOAD_S, "assumed (none recorded here)")
     return ConfigCost(name, tests, load, ASSUMED_MEASURE_S_PER_TEST * tests,
-                      f"load {source}, {hours(ASSUMED_MEASURE_S_PER_TEST)} a test assumed")
+                      f"load {source}, {hours(ASSUMED_MEASURE_S_PER_TEST)} a test assumed{also}", canary, accuracy)
 
 
 @dataclass
@@ -184,7 +217,7 @@ class Night:
         """The plan of these configs' launches, and the budget that holds the run to it."""
         self.plan = Plan(costs, self.budget_s, self.planned, self.rounds)
         if self.budget_s is not None:
-            self.budget = Budget(self.budget_s, {c.config: c.launch_s * self.planned for c in costs})
+            self.budget = Budget(self.budget_s, {c.config: c.night_s(self.planned) for c in costs})
         return self.plan
 
     def cost(self, config: str) -> float | None:
@@ -224,42 +257,55 @@ class Night:
             v.note = f"{v.note}: {hours(more * each)} on this box ({hours(each)} a launch, the plan's price)"
 
     def to_record(self, loads: Mapping[str, list[float]], modeled: Mapping[str, float | None], scale: float,
-                  today: str, provenance: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+                  today: str, provenance: Mapping[str, Any],
+                  checks: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, dict[str, Any]]:
         """What a launch of each config measured here cost, for the plans of later runs, with its provenance. The
         emulator's are in model time (its modeled load, its measuring divided by the time scale): a plan of the
-        rehearsal is a plan of the real box."""
+        rehearsal is a plan of the real box. `checks`: config -> the answer checks' seconds (`canary_s` a launch,
+        `accuracy_s` over `questions`, `first_s` on its first launch), which its first launch's measuring held."""
         out: dict[str, dict[str, Any]] = {}
         for name, measured in self.measure_s.items():
             took = loads.get(name, [])
             if not took or not self.tests_run.get(name):
                 continue
             model = modeled.get(name)
+            per = scale if model is not None else 1.0
             load = model if model is not None else sorted(took)[len(took) // 2]
-            measure = max(0.0, measured - took[0]) / (scale if model is not None else 1.0)
+            timed = (checks or {}).get(name) or {}
+            measure = max(0.0, measured - took[0] - float(timed.get("first_s", 0.0))) / per
             source = (f"rehearsal {today}: modeled load, measuring in model time" if model is not None else
                       f"measured {today} over {len(took)} launches")
             out[name] = {"load_s": round(load, 1), "measure_s": round(measure, 1), "tests": self.tests_run[name],
                          "launches": len(took), "source": source, "provenance": dict(provenance)}
+            if "canary_s" in timed:
+                out[name]["canary_s"] = round(float(timed["canary_s"]) / per, 1)
+            if timed.get("questions"):
+                out[name] |= {"accuracy_s": round(float(timed["accuracy_s"]) / per, 1),
+                              "questions": int(timed["questions"])}
         return out
 
     def record(self, where: Mapping[str, tuple[Path, float | None]], loads: Mapping[str, list[float]], scale: float,
-               commit: str, build: str) -> list[str]:
+               commit: str, build: str, checks: Mapping[str, Mapping[str, float]] | None = None) -> list[str]:
         """Write what each config's launch cost into its baselines file (`where`: config -> the file and the load
-        its engine models, None for a real one); returns the errors, one line each."""
+        its engine models, None for a real one; `checks` as to_record takes them); returns the errors, one line
+        each."""
         errors = []
         for path in dict.fromkeys(p for p, _ in where.values()):
             mine = {n: m for n, (p, m) in where.items() if p == path}
             provenance = {"hardware": path.parent.name, "commit": commit, "build": build}
             costs = {n: c for n, c in self.to_record(loads, mine, scale, dt.date.today().isoformat(),
-                                                     provenance).items() if n in mine}
+                                                     provenance, checks).items() if n in mine}
             try:
                 write_costs(path, costs)
             except (OSError, BaselineError) as exc:
                 errors.append(f"cannot record launch costs in {path}: {exc}")
                 continue
             for n, c in costs.items():
+                asked = f", canary {c['canary_s']:,.0f} s a launch" if "canary_s" in c else ""
+                asked += f", accuracy {c['accuracy_s']:,.0f} s over {c['questions']} questions" if "questions" in c \
+                    else ""
                 self.recorded[n] = (f"load {c['load_s']:,.0f} s, measuring {c['measure_s']:,.0f} s over {c['tests']} "
-                                    "tests")
+                                    f"tests{asked}")
         return errors
 
     def spent_lines(self, loads: Mapping[str, list[float]], took_s: float) -> list[str]:

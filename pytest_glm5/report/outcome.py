@@ -75,6 +75,38 @@ class Facts:
     interrupted: bool = False
 
 
+@dataclass
+class Tally:
+    """Which of the run's config tests ran: a night whose tests all skipped measured nothing, and must not read
+    green. The session counts into it; under xdist the controller adds each worker's (`join`)."""
+
+    watched: set[str] = field(default_factory=set)  # tests of a server config or a gated marker kept after deselection
+    config_tests: int = 0
+    ran: int = 0  # how many got to run (a call phase): none is a night that measured nothing
+    gpu_skipped: dict[str, str] = field(default_factory=dict)  # test -> why this machine's GPUs cannot run it
+    unfinished: list[str] = field(default_factory=list)  # tests a dead xdist worker never finished
+
+    def watch(self, tests: set[str]) -> None:
+        """The run's config tests (again after a shard kept some)."""
+        self.watched, self.config_tests = tests, len(tests)
+
+    def reported(self, nodeid: str, when: str, skipped: bool) -> None:
+        """A test's phase ended: a watched test whose call phase was not skipped ran (it measured, or tried to)."""
+        if when == "call" and not skipped and nodeid in self.watched:
+            self.ran += 1
+
+    def join(self, told: Mapping[str, Any]) -> None:
+        """An xdist worker's counts (the `run` section of its document)."""
+        self.config_tests += int(told.get("config_tests") or 0)
+        self.ran += int(told.get("ran") or 0)
+        self.gpu_skipped.update(told.get("gpu_skipped") or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the run document keeps it."""
+        return {"config_tests": self.config_tests, "ran": self.ran, "gpu_skipped": self.gpu_skipped,
+                "unfinished": self.unfinished}
+
+
 def nothing_measured(config_tests: int, gpu_skipped: Mapping[str, str], not_run: Mapping[str, str],
                      markers: Sequence[str]) -> str | None:
     """Why a run that measured nothing did so, the most common reason first: `all 89 sm120 tests skipped (sm120:
