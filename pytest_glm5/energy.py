@@ -15,10 +15,21 @@ is told from a real zero (None, not 0.0).
     'GPUs drew 700 W of 700 W (100%)'
     >>> Window(60.0, {0: 42_000.0}, "energy counter", {0: 700.0}, {0: {"hw_thermal": 1.2}}).throttled()
     'throttled: not comparable (GPU 0 hw_thermal 1.2 s of 60 s)'
+    >>> w.power()
+    {'limit_w': 700.0, 'mean_w': 700.0, 'cap_share': 0.983}
+
+A GPU at its power cap under full load is normal, so the cap share and the enforced limit are recorded with the
+reference (the verdict's provenance) and only named when they changed, as the likely cause of a change:
+
+    >>> power_change({"limit_w": 600.0, "cap_share": 0.4}, {"limit_w": 450.0, "cap_share": 0.97})
+    'the enforced power limit changed (600 W to 450 W a GPU)'
+    >>> power_change({"limit_w": 600.0, "cap_share": 0.4}, {"limit_w": 600.0, "cap_share": 0.97})
+    'GPUs at their power cap 97% of the window, 40% in the reference'
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +49,8 @@ THROTTLE_FIELDS = {
 NOT_COMPARABLE = ("sw_thermal", "hw_thermal", "hw_power_brake")
 THROTTLED_SHARE = 0.01
 GRACE_S = 0.1  # the energy counter advances every 20-100 ms
+LIMIT_CHANGE = 0.02  # an enforced limit that moved more than this is a changed setting, not a reading's jitter
+CAP_SHARE_CHANGE = 0.2  # 20 points more (or less) of the window at the power cap: the GPUs ran another regime
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,7 @@ class Window:
     source: str  # "energy counter", or "integrated power (sampled)" where a GPU had no counter
     power_limit_w: dict[int, float | None] = field(default_factory=dict)
     throttle_s: dict[int, dict[str, float | None]] = field(default_factory=dict)  # None: the GPU gave no answer
+    idle_w: dict[int, float] = field(default_factory=dict)  # each GPU's power just before the load (no answer: none)
 
     @property
     def total_j(self) -> float:
@@ -106,6 +120,32 @@ class Window:
         limit = sum(limits) / len(limits)
         return f"GPUs drew {per_gpu:.0f} W of {limit:.0f} W ({per_gpu / limit * 100:.0f}%)"
 
+    def limit_w(self) -> float | None:
+        """The enforced power limit a GPU, the mean of them (None: no GPU answered)."""
+        limits = [x for x in self.power_limit_w.values() if x]
+        return sum(limits) / len(limits) if limits else None
+
+    @property
+    def cap_share(self) -> float | None:
+        """The share of the window the GPUs spent at the software power cap, the mean of them (None: no answer)."""
+        shares = [ns / self.seconds for c in self.throttle_s.values()
+                  if (ns := c.get("sw_power_cap")) is not None and self.seconds > 0]
+        return min(1.0, sum(shares) / len(shares)) if shares else None
+
+    def power(self) -> dict[str, float]:
+        """What the verdict's provenance keeps of the GPUs' power (per GPU): the enforced limit, the mean drawn, the
+        share at the power cap, the idle power before the load; each where the GPUs answered."""
+        out: dict[str, float] = {}
+        if (limit := self.limit_w()) is not None:
+            out["limit_w"] = round(limit, 1)
+        if self.joules and self.seconds > 0:
+            out["mean_w"] = round(self.mean_power_w / len(self.joules), 1)
+        if (share := self.cap_share) is not None:
+            out["cap_share"] = round(share, 3)
+        if self.idle_w:
+            out["idle_w"] = round(sum(self.idle_w.values()) / len(self.idle_w), 1)
+        return out
+
     def throttled(self, share: float = THROTTLED_SHARE) -> str | None:
         """Why the window is not comparable (thermal or hardware-brake slowdown over `share` of it), else None."""
         hits = [f"GPU {gpu} {name} {secs:.1f} s of {self.seconds:.0f} s" for gpu, counters in self.throttle_s.items()
@@ -117,7 +157,33 @@ class Window:
         """As a report keeps it."""
         return {"seconds": self.seconds, "joules": self.joules, "total_j": self.total_j, "source": self.source,
                 "mean_power_w": self.mean_power_w, "power_limit_w": self.power_limit_w,
-                "throttle_s": self.throttle_s, "power_line": self.power_line(), "not_comparable": self.throttled()}
+                "throttle_s": self.throttle_s, "idle_w": self.idle_w, "power": self.power(),
+                "power_line": self.power_line(), "not_comparable": self.throttled()}
+
+
+def power_change(reference: Mapping[str, Any] | None, today: Mapping[str, Any] | None) -> str | None:
+    """The likely cause of a change in speed or tok/J, where the GPUs' power regime moved since the reference: the
+    enforced limit, or the share of the window at the power cap; None when neither moved (or either is unknown)."""
+    if not reference or not today:
+        return None
+    was, now = reference.get("limit_w"), today.get("limit_w")
+    if was and now and abs(now / was - 1) > LIMIT_CHANGE:
+        return f"the enforced power limit changed ({was:.0f} W to {now:.0f} W a GPU)"
+    was, now = reference.get("cap_share"), today.get("cap_share")
+    if was is not None and now is not None and abs(now - was) > CAP_SHARE_CHANGE:
+        return f"GPUs at their power cap {now * 100:.0f}% of the window, {was * 100:.0f}% in the reference"
+    return None
+
+
+def merged_power(windows: Sequence[Window]) -> dict[str, float]:
+    """One power record over several windows (a scenario's launches): each figure's mean over the windows that
+    have it."""
+    out: dict[str, float] = {}
+    for key in ("limit_w", "mean_w", "cap_share", "idle_w"):
+        got = [x for w in windows if (x := w.power().get(key)) is not None]
+        if got:
+            out[key] = round(sum(got) / len(got), 3 if key == "cap_share" else 1)
+    return out
 
 
 def integrated_j(samples: Sequence[tuple[float, float]]) -> float:
@@ -135,9 +201,14 @@ class EnergyMeter:
         self.ids = field_ids(nvml)
         self.now, self.sleep = now, sleep
         self.first: dict[int, Reading] = {}
+        self.idle: dict[int, float] = {}
 
     def start(self) -> EnergyMeter:
-        """The window begins."""
+        """The window begins (each GPU's power now is its idle power before the load)."""
+        self.idle = {}
+        for i, h in self.handles.items():
+            with contextlib.suppress(Exception):  # a GPU without the reading: no idle figure, not a failure
+                self.idle[i] = float(self.nvml.nvmlDeviceGetPowerUsage(h)) / 1000
         self.first = {i: read(self.nvml, h, self.ids, self.now) for i, h in self.handles.items()}
         return self
 
@@ -166,4 +237,4 @@ class EnergyMeter:
             except Exception:
                 limits[i] = None
         return Window(seconds, joules, "integrated power (sampled)" if fallback else "energy counter", limits,
-                      throttle)
+                      throttle, dict(self.idle))

@@ -82,6 +82,8 @@ def measure(server: ServerHandle, workload: Workload, progress: Progress | None 
         result.energy = window
         if window.total_j > 0:
             result.metrics["output_tokens_per_joule"] = result.tokens_total / window.total_j
+            if result.completed_total:  # the energy a request cost: lower is better, as a latency
+                result.metrics["joules_per_request"] = window.total_j / result.completed_total
     result.server = servermetrics.view(counted, servermetrics.snapshot(server.url) if counted is not None else None)
     if result.server is not None:
         result.server_note = result.server.mismatch(result.completed_total, result.tokens_total)

@@ -86,14 +86,14 @@ def _described(name: str) -> Metric:
     parts = name.split("_")
     family = parts[1] if len(parts) == 3 and parts[1] in ("ttft", "itl") and parts[2] == "ms" else ""
     unit = (" ms" if name.endswith("_ms") else " req/s" if name == "request_throughput" else
-            " tok/J" if name == "output_tokens_per_joule" else
+            " tok/J" if name == "output_tokens_per_joule" else " J" if name == "joules_per_request" else
             "x" if name.startswith("scaling") else
             " tok/s" if "throughput" in name or name == "max_output_tokens_per_s" else "")
     return Metric(name, unit, name in THROUGHPUT_METRICS or name in ("completed", "concurrency"), family)
 
 
 METRICS: dict[str, Metric] = {m.name: m for m in map(_described, [
-    *THROUGHPUT_METRICS, *COUNT_METRICS, "max_itl_ms",
+    *THROUGHPUT_METRICS, *COUNT_METRICS, "max_itl_ms", "joules_per_request",
     *(f"{stat}_{fam}_ms" for fam in LATENCY_FAMILIES for stat in STATS)])}
 
 

@@ -41,6 +41,7 @@ class Opened:
     table_rows: list[str] = field(default_factory=list)
     table_clipped: bool = False  # the verdict table's box hides rows behind a scroll bar
     legends: list[list[str]] = field(default_factory=list)  # each chart's series labels, in page order
+    energy: list[str] = field(default_factory=list)  # the energy lines, as the page shows them
 
     @property
     def outside(self) -> list[str]:
@@ -85,6 +86,8 @@ def open_page(path: Path, screenshot: Path | None = None, width: int = 1400, hei
             out.legends = [[str(x) for x in labels] for labels in page.evaluate(
                 "() => [...document.querySelectorAll('.uplot')].map(u => "
                 "[...u.querySelectorAll('.u-legend .u-label')].map(l => l.textContent))")]
+            out.energy = [str(x) for x in page.evaluate(
+                "() => [...document.querySelectorAll('ul.energy li')].map(l => l.innerText)")]
         finally:
             browser.close()
     return out

@@ -4,6 +4,7 @@ answers included (groundwork of issue 30; the plugin does not report them yet)."
 from __future__ import annotations
 
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,6 +50,7 @@ def fake_nvml(clock: Clock, watts: list[float], counter: bool = True, hw_answers
     nvml.nvmlDeviceGetTotalEnergyConsumption = energy_mj
     nvml.nvmlDeviceGetFieldValues = values
     nvml.nvmlDeviceGetEnforcedPowerLimit = lambda h: 600_000  # mW
+    nvml.nvmlDeviceGetPowerUsage = lambda h: 80_000 + 1_000 * h  # mW: idle before the load
     return nvml
 
 
@@ -64,6 +66,21 @@ def test_energy_over_a_window_from_the_counter() -> None:
     assert w.throttle_s[0]["sw_power_cap"] == pytest.approx(30.05)
     assert w.throttle_s[0]["hw_thermal"] is None and w.throttle_s[0]["sw_thermal"] == 0.0
     assert w.throttled() is None
+    # What a verdict's provenance keeps of it: per GPU, the limit, the mean drawn, the cap share, the idle power.
+    assert w.power() == {"limit_w": 600.0, "mean_w": 320.0, "cap_share": 0.5, "idle_w": 80.5}
+    assert energy.merged_power([w, w]) == w.power() and energy.merged_power([]) == {}
+
+
+def test_a_moved_power_regime_is_named_and_a_steady_one_is_not() -> None:
+    ref = {"limit_w": 600.0, "cap_share": 0.95}
+    assert energy.power_change(ref, {"limit_w": 450.0, "cap_share": 0.95}) == \
+        "the enforced power limit changed (600 W to 450 W a GPU)"
+    assert energy.power_change(ref, {"limit_w": 600.0, "cap_share": 0.3}) == \
+        "GPUs at their power cap 30% of the window, 95% in the reference"
+    # A reading's jitter, an unknown on either side, or a GPU that gave no answer: nothing to name.
+    for today in ({"limit_w": 605.0, "cap_share": 0.9}, {}, None, {"limit_w": 600.0}):
+        assert energy.power_change(ref, today) is None
+    assert energy.power_change(None, ref) is None and energy.power_change({"cap_share": 0.1}, {"limit_w": 1.0}) is None
 
 
 def test_hardware_thermal_slowdown_makes_a_window_not_comparable() -> None:
@@ -101,7 +118,10 @@ import time
 T0 = time.monotonic()
 HW_THERMAL = {hw}
 def nvmlDeviceGetTotalEnergyConsumption(h): return int(300_000 * (time.monotonic() - T0))  # 300 W, in mJ
-def nvmlDeviceGetEnforcedPowerLimit(h): return 600_000
+def nvmlDeviceGetEnforcedPowerLimit(h):
+    import os
+    return int(os.environ.get("FAKE_LIMIT_MW", "600000"))
+def nvmlDeviceGetPowerUsage(h): return 75_000
 NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN = 270
 class _V:
     def __init__(self, ns): self.nvmlReturn, self.timestamp, self.value = 0, 1, type("U", (), {{"ullVal": ns}})()
@@ -143,3 +163,55 @@ def test_point(perf):
                             "  why (1 point), e.g. t c2: throttled: not comparable (GPU 0 hw_thermal * s of * s)"])
     else:
         assert kinds == {"output_throughput": "new", "output_tokens_per_joule": "new"}
+        assert run["metrics"]["joules_per_request"] == pytest.approx(run["energy"]["total_j"] / 8, rel=0.5)
+        assert run["energy"]["power"]["idle_w"] == 75.0 and run["energy"]["power"]["limit_w"] == 600.0
+    # The campaign's diagnosis in every output: the summary, the markdown, the page.
+    said = "GPUs drew 300 W of 600 W (50%) at concurrency 2"
+    assert said in result.stdout.str()
+
+
+ENERGY_POINT = """
+import pytest
+@pytest.mark.server_config("t")
+def test_point(perf):
+    perf.check(perf.run("c2", concurrency=2, num_prompts=8, input_len=8, output_len=32, warmup=0), "c2",
+               ["output_throughput", "output_tokens_per_joule"])
+"""
+
+
+@pytest.mark.slow
+def test_energy_reaches_every_output_and_a_changed_power_limit_is_named(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from plugin_helpers import FAKE_NVML, said_lines, write_configs
+    from test_reports import page_data
+
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    gpus = [("NVIDIA RTX PRO 6000 Blackwell", (12, 0))]
+    pytester.makepyfile(fake_energy_nvml=FAKE_NVML.format(gpus=gpus) + ENERGY_NVML.format(hw=0.0))
+    pytester.syspathinsert()
+    monkeypatch.setenv("GLM5_NVML_MODULE", "fake_energy_nvml")
+    pytester.makepyfile(ENERGY_POINT)
+    rec = pytester.runpytest("--glm5-sim", "--update-baselines", "--glm5-launches", "3", "-p", "no:randomly")
+    assert rec.ret == 0, rec.stdout.str()[-3000:]
+    text = next((pytester.path / "baselines").rglob("*.toml")).read_text()
+    assert "power = {" in text and "limit_w = 600.0" in text  # the power regime is recorded with the reference
+    # Tonight the GPUs are capped lower and the build is slower: the verdict names the likely cause.
+    monkeypatch.setenv("FAKE_LIMIT_MW", "450000")
+    slow = pytester.runpytest("--glm5-sim", "--glm5-sim-slowdown", "0.5", "--glm5-report", "r.json", "--glm5-markdown",
+                              "s.md", "--glm5-html", "r.html", "-p", "no:randomly")
+    doc = json.loads((pytester.path / "r.json").read_text())
+    v = next(v for v in doc["verdicts"] if v["metric"] == "output_throughput")
+    assert v["verdict"] in ("regression", "unresolved"), v
+    assert v["note"].endswith("likely cause: the enforced power limit changed (600 W to 450 W a GPU)"), v["note"]
+    said_lines(slow, ["*likely cause: the enforced power limit changed (600 W to 450 W a GPU)*"])
+    md = (pytester.path / "s.md").read_text()
+    assert "### Energy (NVML) (1)" in md and "GPUs drew 300 W of 450 W (67%) at concurrency 2" in md, md
+    [config] = page_data(pytester.path / "r.html")["configs"]
+    assert any("output tok/J" in x and "GPUs drew 300 W of 450 W" in x for x in config["energy"]), config["energy"]
+    from browser import CHROMIUM, open_page
+
+    if Path(CHROMIUM).exists():  # the page shows them (CI installs Chromium)
+        opened = open_page(pytester.path / "r.html")
+        assert opened.errors == [] and opened.energy == config["energy"], opened

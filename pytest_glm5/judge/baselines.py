@@ -245,7 +245,8 @@ class BaselineStore:
                      slack, dict(workload) if workload is not None else None,
                      tuple(float(x) for x in entry.get("launches", [])),
                      float(entry["target"]) if "target" in entry else None,
-                     tuple(float(x) for x in entry.get("cdf", [])))
+                     tuple(float(x) for x in entry.get("cdf", [])),
+                     _power_of(entry.get("provenance")))
 
     def widened(self) -> list[str]:
         """`config.scenario.metric` of each entry whose tolerance was widened from noise (ignored: the default
@@ -454,6 +455,14 @@ def _insert_tables(text: str, added: list[tuple[str, str, str, Any]]) -> str:
             at -= 1
         lines[at:at] = block
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _power_of(provenance: Any) -> dict[str, float] | None:
+    """The power regime an entry was recorded under (its provenance's `power`), where it holds numbers."""
+    power = provenance.get("power") if isinstance(provenance, dict) else None
+    if not isinstance(power, dict):
+        return None
+    return {str(k): float(v) for k, v in power.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _inline(values: dict[str, Any]) -> Any:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..configs import ServerConfig
+from ..energy import merged_power, power_change
 from ..load.types import BenchResult, Workload
 from ..metrics import (
     cdf_points,
@@ -251,6 +252,7 @@ class PerfGate:
         names = list(metrics or []) or store.metrics_of(config, scenario) or ["output_throughput"]
         prov = provenance.with_workload(workload_of(results[0].workload)) if results else provenance
         prov = prov.with_cotenants([c for r in results for c in r.cotenants])
+        prov = prov.with_power(merged_power([r.energy for r in results if r.energy is not None]))
         labels = [r.launch or "0" for r in results]
         behind = _behind(results, self.statistics.lag_limit)
         checked = self._judge(config, scenario, {m: [r.metrics[m] for r in results] for m in names}, labels,
@@ -324,6 +326,10 @@ class PerfGate:
             elif apart is not None and v.verdict in (*JUDGED, Kind.NEW):
                 # Never a regression, never a pass, never recorded: the GPU was slowed for heat or a power brake.
                 v.verdict, v.note = apart
+            elif v.verdict in (Kind.REGRESSION, Kind.IMPROVEMENT, Kind.UNRESOLVED) and bound is not None and \
+                    (cause := power_change(bound.power, provenance.power)):
+                # At the power cap under load is normal; a cap or a limit that moved since the reference is news.
+                v.note = f"{v.note}; likely cause: {cause}" if v.note else f"likely cause: {cause}"
             v.provenance = provenance.as_entry()
             v.model = provenance.model
             out.append(v)

@@ -32,10 +32,15 @@ class Provenance:
     workload: dict[str, Any] = field(default_factory=dict)
     build: str = ""  # the build's identity: engine and kernel versions, editable commits, patch hash
     cotenants: tuple[str, ...] = ()  # other servers on the machine's GPUs while it was measured
+    power: dict[str, float] = field(default_factory=dict)  # the GPUs' power regime (energy.Window.power): limit, cap
 
     def with_cotenants(self, cotenants: list[str]) -> Provenance:
         """The same server's provenance for a measurement that shared the machine with these servers."""
         return replace(self, cotenants=tuple(sorted(set(cotenants))))
+
+    def with_power(self, power: dict[str, float]) -> Provenance:
+        """The same server's provenance with the power its GPUs ran at over this measurement."""
+        return replace(self, power=dict(power))
 
     def with_workload(self, workload: dict[str, Any]) -> Provenance:
         """The same server's provenance for another measurement."""
@@ -44,7 +49,7 @@ class Provenance:
     def as_entry(self) -> dict[str, Any]:
         """What a baselines entry keeps (the workload has its own key there)."""
         out = {k: v for k, v in asdict(self).items() if k not in ("workload", "model")
-               and (k not in ("build", "cotenants") or v)}
+               and (k not in ("build", "cotenants", "power") or v)}
         if self.cotenants:
             out["cotenants"] = list(self.cotenants)
         return out

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..judge.verdicts import Kind
 from ..metrics import geometric_mean, latency_family
+from . import power
 from .exports import write_text
 from .markdown import change_text, order, target_text
 
@@ -196,6 +197,7 @@ def page_data(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), hist
         configs.append({"name": name, "sweep": _sweep(doc.get("verdicts", []), name),
                         "strips": _strips(doc.get("verdicts", []), name), "dists": dists,
                         "telemetry": _telemetry([x for r in results.get(name, []) for x in r["runs"]]),
+                        "energy": [f"{sc}: {text}" for _, sc, text in power.lines(results.get(name, []))],
                         "crash": crash, "server": {k: srv.get(k) for k in ("how", "why", "engine", "startup_s",
                                                                            "exit_status", "log_path")}})
     counts: dict[str, int] = {}

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..judge.verdicts import Kind, times
+from . import power
 
 LIMIT = 64 * 1024
 GOOD = (Kind.PASS, Kind.KNOWN_COST)
@@ -131,6 +132,8 @@ def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT
         ("Never finished (a worker died; not passed)", [f"- {_esc(t)}" for t in run.get("unfinished") or []]),
         ("Targets", [f"- {_names(d)}: {number(d['measured'])} "
                      f"{d.get('unit', '')}, {target_text(d)}" for d in targets]),
+        ("Energy (NVML)", [f"- **{_esc(c)} {_esc(sc)}**: {_esc(text)}"
+                           for c, sc, text in power.lines(doc.get("results") or [])]),
     ]
     rows = table(order(verdicts))
 

@@ -17,6 +17,7 @@ from ..judge.merge import Merged
 from ..judge.verdicts import Change, Kind, Verdict, fmt, times
 from ..metrics import unit_of
 from ..settings import Settings
+from . import power
 from .outcome import Outcome, series_total
 from .outputs import Written
 from .trends import target_line
@@ -351,28 +352,24 @@ def campaign_lines(versus: Sequence[Verdict]) -> list[str]:
 
 def telemetry_lines(results: Sequence[dict[str, Any]]) -> list[str]:
     """One line per measured scenario with GPU telemetry (the run document's `results`): power, memory,
-    utilisation, clock, across GPUs."""
+    utilisation, clock, across GPUs; and a line of the energy it cost where NVML counted it (report/power.py)."""
     out = []
     for entry in results:
         tel = next((r["telemetry"] for r in reversed(entry.get("runs") or []) if r.get("telemetry")), None)
         if tel is None or not tel.get("samples"):
+            out += [f"{config} {scenario}: {text}" for config, scenario, text in power.lines([entry])]
             continue
         s = list(tel["summary"].values())
         n = len(s)
-        power = sum(g["power_w"]["mean"] for g in s) / n
+        mean_w = sum(g["power_w"]["mean"] for g in s) / n
         power_max = max(g["power_w"]["max"] for g in s)
         mem = max(g["memory_used_gb"]["max"] for g in s)
         util = sum(g["util_pct"]["mean"] for g in s) / n
         clock = sum(g["sm_clock_mhz"]["mean"] for g in s) / n
-        out.append(f"{entry['config']} {entry['scenario']}: {n} GPU, power mean {power:.0f} W (max "
+        out.append(f"{entry['config']} {entry['scenario']}: {n} GPU, power mean {mean_w:.0f} W (max "
                    f"{power_max:.0f} W), memory max {mem:.1f} GB, utilisation {util:.0f}%, SM clock {clock:.0f} MHz, "
                    f"{len(tel['samples'])} samples")
-        run = next((r for r in reversed(entry.get("runs") or []) if r.get("energy")), None)
-        if run is not None:  # the energy over the run, on a line of its own
-            e, tpj = run["energy"], run["metrics"].get("output_tokens_per_joule")
-            parts = [f"{tpj:.3g} output tok/J ({e['source']})" if tpj else f"{e['total_j']:.0f} J ({e['source']})",
-                     *(x for x in (e.get("power_line"), e.get("not_comparable")) if x)]
-            out.append(f"{entry['config']} {entry['scenario']}: {'; '.join(parts)}")
+        out += [f"{config} {scenario}: {text}" for config, scenario, text in power.lines([entry])]
     return out
 
 

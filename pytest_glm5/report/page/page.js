@@ -214,6 +214,10 @@
       chart(grid, `TTFT distribution per scenario (CDF${ref})`, t => cdf(t, c.dists, "ttft", "TTFT ms"));
       chart(grid, `ITL distribution per scenario (CDF${ref})`, t => cdf(t, c.dists, "itl", "ITL ms"));
     }
+    if (c.energy && c.energy.length) {
+      // What the box costs, beside what it serves: tokens per joule and the GPUs' draw against their limit.
+      sec.insertBefore(el("ul", { class: "energy" }, ...c.energy.map(x => el("li", { text: x }))), grid);
+    }
     if (c.telemetry) {
       chart(grid, "GPU power (W)", t => telemetry(t, c.telemetry, "power", "W"));
       chart(grid, "GPU memory used (GB)", t => telemetry(t, c.telemetry, "mem", "GB"));
