@@ -173,7 +173,13 @@ class Answering:
                                 "calibrate it)")
             return
         rule = canary.calibrate(reference)
-        done.canary = canary.check(rule, reference[0], [r.pieces for r in replies], unit=unit)
+        checked = canary.check(rule, reference[0], [r.pieces for r in replies], unit=unit)
+        if not checked.compared:  # nothing to hold the launch to: never "held", never "failed"
+            done.canary_note = (f"canary not usable: every prompt's {len(reference)} reference launches part at their "
+                                f"first {unit} (a nondeterministic engine or build); record again with "
+                                "--update-baselines, or turn it off with --glm5-no-canary")
+            return
+        done.canary = checked
 
     def _accuracy(self, url: str, protocol: str, model: str, store: AnswerStore, done: LaunchAnswers) -> None:
         qs = self.questions

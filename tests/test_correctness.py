@@ -170,3 +170,30 @@ def test_a_reference_of_other_prompts_is_never_compared(tmp_path: Path, monkeypa
     store.add_canary("t", [list(r.pieces) for r in replies], "tokens", canary.asked_id())
     assert store.canary("t") == [[[9, 9, 9]] * len(canary.PROMPTS)] and store.canary_asked("t") == canary.asked_id()
     assert canary.asked_id() != canary.asked_id(canary.PROMPTS[:-1]) != canary.asked_id(max_tokens=16)
+
+
+def test_one_piece_replies_that_repeat_are_checked_and_a_canary_with_nothing_to_compare_never_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_glm5 import answering
+    from pytest_glm5.judge.answers import AnswerStore
+    from pytest_glm5.load.replies import Reply
+
+    # A random model's run-on reply is one word: every launch repeats it whole, so it is compared, not left out.
+    same = [[("gmwgmwgmw",)] * 16 for _ in range(5)]
+    rule = canary.calibrate(same)
+    assert rule.left_out == () and rule.prefix == 1 and rule.allowed == 1
+    assert canary.check(rule, same[0], [("gmwgmwgmw",)] * 16).ok
+    other = canary.check(rule, same[0], [("xq",)] * 16)
+    assert not other.ok and other.diverged[0].at == 0
+    # References that part at once are left out; where all part, the launch is held to nothing: a note, not "held".
+    split = [[(f"w{k}",)] * 16 for k in range(5)]
+    assert len(canary.calibrate(split).left_out) == 16
+    store = AnswerStore(tmp_path / "m.answers.json")
+    for launch in split:
+        store.add_canary("t", [list(r) for r in launch], "words", canary.asked_id())
+    monkeypatch.setattr(answering, "ask", lambda *args, **kwargs: [Reply("w0", None, 1)] * 16)
+    done = answering.LaunchAnswers("t", "l")
+    answering.Answering(tmp_path, True, None, 0.01, recording=False)._canary("u", "openai", "m", store, done)
+    assert done.canary is None and done.invalid is None
+    assert done.canary_note.startswith("canary not usable: every prompt's 5 reference launches part at their first "
+                                       "words")

@@ -180,3 +180,40 @@ def test_wrapper_is_never_launched(gguf_model: Path) -> None:
     assert Path(argv[0]).name == "llama-server" and "-np" in argv and argv[argv.index("-c") + 1] == str(8 * 512)
     assert sys.executable not in argv and signal.SIGTERM  # the binary itself, which takes SIGTERM
     assert subprocess.run([argv[0], "--version"], capture_output=True, timeout=30).returncode == 0
+
+
+CANARY_SUITE = """
+import pytest
+
+@pytest.mark.server_config("small")
+def test_point(perf):
+    perf.check(perf.run("c2", concurrency=2, num_prompts=4, input_len=16, output_len=16, warmup=0), "c2",
+               ["output_throughput"])
+"""
+
+
+@pytest.mark.slow
+def test_the_canary_holds_on_a_real_engine_and_catches_a_changed_model_file(pytester: pytest.Pytester,
+                                                                             gguf_model: Path) -> None:
+    # llama.cpp's greedy replies from one model file repeat launch after launch (the canary must not cry wolf on a
+    # real engine); the same name over other weights answers differently and the run fails on it, whatever its speed.
+    from pytest_glm5.tinymodel import write_gguf
+
+    _engine()
+    model = pytester.path / "tiny.gguf"
+    shutil.copy(gguf_model, model)
+    _suite(pytester, model)
+    pytester.makepyfile(test_llama=CANARY_SUITE)
+    args = ("--glm5-hardware", "ci-cpu", "-p", "no:randomly")
+    rec = pytester.runpytest(*args, "--update-baselines", "--glm5-launches", "5")
+    assert rec.ret == 0, rec.stdout.str()[-3000:]
+    said_lines(rec, ["  small: answers recorded in tiny.answers.json (canary: * reference launches)"])
+    same = pytester.runpytest(*args)
+    assert same.ret == 0, same.stdout.str()[-3000:]
+    said_lines(same, ["  small: canary held on 1 of 1 launches: canary: 16 of 16 prompts agree on their first * words "
+                      "(rule from * reference launches)"])
+    write_gguf(model, seed=1)  # other weights under the same name: the model key and the baselines still match
+    other = pytester.runpytest(*args)
+    assert other.ret == 1
+    said_lines(other, ["FAILED: faster, but wrong: 1 config answered wrong (small: canary failed: *"])
+    assert llama_procs(model) == []

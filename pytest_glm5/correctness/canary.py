@@ -94,11 +94,14 @@ def calibrate(reference: Sequence[Sequence[Pieces]]) -> Rule:
     if launches < MIN_LAUNCHES:
         return Rule(prefix=1, allowed=n // 2, launches=launches, calibrated=False)
     first = reference[0]
-    agreed = []
+    agreed, split = [], []
     for p in range(n):
         cut = [first_divergence(first[p], other[p]) for other in reference[1:]]
         agreed.append(min((len(first[p]) if c is None else c) for c in cut))
-    left_out = tuple(p for p in range(n) if agreed[p] < 2)
+        split.append(any(c is not None for c in cut))
+    # Left out: references that part before their second piece. A reply every launch repeats whole is kept, however
+    # short (a one-word reply, such as a random model's run-on string, is one piece).
+    left_out = tuple(p for p in range(n) if split[p] and agreed[p] < 2)
     kept = [agreed[p] for p in range(n) if p not in left_out]
     prefix = max(1, min(kept) // 2) if kept else 1
     compared = n - len(left_out)
