@@ -156,7 +156,8 @@ def bench(server: ServerHandle, ctx: PerfContext, fail: Fail, concurrency: int =
 def bench_all_answered(server: ServerHandle, ctx: PerfContext, fail: Fail, concurrency: int = 1,
                        num_prompts: int | None = None, max_failed: int = 0, **kw: Any) -> BenchResult:
     """The `bench` fixture: one watched measurement whose failed requests fail the test beyond `max_failed` (a
-    result with 5 of 16 requests failed is no measurement of the server)."""
+    result with 5 of 16 requests failed is no measurement of the server), on a launch whose answers held."""
+    _answered(ctx, server, ctx.build, fail)
     r = bench(server, ctx, fail, concurrency, num_prompts, **kw)
     if r.failed > max_failed:
         first = f": {r.errors[0]}" if r.errors else ""
@@ -168,7 +169,7 @@ def bench_all_answered(server: ServerHandle, ctx: PerfContext, fail: Fail, concu
 def measure_plan(ctx: PerfContext, server: ServerHandle, build: str, arm: str, plan: Recipe,
                  fail: Fail) -> list[BenchResult]:
     """A scenario's repeats on one launch, each result labelled with the launch, build and A/B arm."""
-    launch = f"{build}:{server.pid}:{server.record.launched_at}"
+    launch = launch_of(server, build)
     # Before the launch's first load: does it answer right? (Once a launch; its verdict holds for every result.)
     invalid = _answers_of(ctx, server, launch)
     out = []
@@ -177,6 +178,18 @@ def measure_plan(ctx: PerfContext, server: ServerHandle, build: str, arm: str, p
         r.launch, r.build, r.arm, r.invalid = launch, build, arm, invalid
         out.append(r)
     return out
+
+
+def launch_of(server: ServerHandle, build: str) -> str:
+    """The id of a server's launch (build, pid, start): the unit a canary is asked on and launches vary by."""
+    return f"{build}:{server.pid}:{server.record.launched_at}"
+
+
+def _answered(ctx: PerfContext, server: ServerHandle, build: str, fail: Fail) -> None:
+    """Where no figure is gated (bench, stability), a launch that answers wrong fails the test before its load."""
+    invalid = _answers_of(ctx, server, launch_of(server, build))
+    if invalid:
+        fail(f"{server.config.name}: {invalid}")
 
 
 def _answers_of(ctx: PerfContext, server: ServerHandle, launch: str) -> str | None:
@@ -281,6 +294,7 @@ class Perf:
         """Sustained load; fail with every problem found (death, errors, not ready after, fatal log lines,
         wrong output lengths)."""
         kw.setdefault("warmup", 0)
+        _answered(self.ctx, self.server, self.ctx.build, self.fail)  # crash-free and wrong is no pass either
         report = check_stability(self.server, workload(self.server, self.ctx, concurrency, num_prompts, **kw),
                                  error_budget)
         if not report.ok:

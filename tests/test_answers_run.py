@@ -108,3 +108,28 @@ def test_late_ties_on_unchanged_launches_raise_no_alarm(pytester: pytest.Pyteste
     said_lines(runs, ["  t: canary held on 10 of 10 launches: *"])
     answers = next((pytester.path / "baselines").rglob("*.answers.json"))
     assert len(json.loads(answers.read_text())["configs"]["t"]["canary"]["launches"]) == 5
+
+
+UNGATED = """
+import pytest
+@pytest.mark.server_config("t")
+def test_stable(perf):
+    perf.stability(concurrency=4, num_prompts=8, input_len=8, output_len=16)
+@pytest.mark.server_config("t")
+def test_bench(bench):
+    assert bench(concurrency=2, num_prompts=4, input_len=8, output_len=16).failed == 0
+"""
+
+
+@pytest.mark.slow
+def test_stability_and_bench_tests_fail_on_a_launch_that_answers_wrong(pytester: pytest.Pytester) -> None:
+    # No figure of theirs is gated, so nothing would mark them invalid: crash-free and wrong must not pass.
+    _recorded(pytester)
+    pytester.makepyfile(test_ungated=UNGATED)
+    ok = pytester.runpytest("test_ungated.py", "--glm5-sim-noise", "0.01")
+    ok.assert_outcomes(passed=2)
+    said_lines(ok, ["  t: canary held on 1 of 1 launches: *"])
+    wrong = pytester.runpytest("test_ungated.py", "--glm5-sim-garbage", "0.1")
+    wrong.assert_outcomes(failed=2)
+    said_lines(wrong, ["*t: faster, but wrong: canary failed: * of 16 prompts diverged*"])
+    assert wrong.stdout.str().count("t: faster, but wrong: canary failed") >= 2

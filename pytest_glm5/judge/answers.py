@@ -12,6 +12,7 @@ ids are many and nobody reviews them line by line; the TOML keeps what people re
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -91,9 +92,32 @@ class AnswerStore:
         with FileLock(str(self.path.parent / f".{self.path.name}.lock"), timeout=lock_timeout, mode=SHARED_MODE):
             now = _read(self.path)
             now["configs"].update({name: self.data["configs"][name] for name in self.changed})
-            atomic_write(self.path, json.dumps(now, indent=1, sort_keys=True) + "\n")
+            atomic_write(self.path, dumps(now))
         self.data = now
         self.changed = set()
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """The file's text: indented, but a list of numbers (a reply's token ids) on one line, not one line a token.
+
+    >>> print(dumps({"configs": {"t": {"canary": {"launches": [[[1, 2], [3]]]}}}}), end="")
+    {
+     "configs": {
+      "t": {
+       "canary": {
+        "launches": [
+         [
+          [1,2],
+          [3]
+         ]
+        ]
+       }
+      }
+     }
+    }
+    """
+    text = json.dumps(data, indent=1, sort_keys=True)
+    return re.sub(r"\[\s+(-?\d[-\d.,\s]*?)\s+\]", lambda m: "[" + "".join(m.group(1).split()) + "]", text) + "\n"
 
 
 def _read(path: Path) -> dict[str, Any]:
