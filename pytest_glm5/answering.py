@@ -128,7 +128,9 @@ class Answering:
             done.canary_note = str(exc)
             return None
         protocol = server.config.protocol or server.engine.protocol
-        model = str(server.server_info().get("served_model_name") or "default")
+        # The id the load client also asks by: the served name, else the model it was launched with (transformers
+        # serve pins that one and answers 400 to "default", as the H200 showed).
+        model = str(server.server_info().get("served_model_name") or server.model or "default")
         if self.canary_on:
             t0 = time.monotonic()
             self._canary(server.url, protocol, model, store, done)

@@ -37,6 +37,22 @@ step "1/3 record: the sweep on the GPU, --update-baselines"
 python3 -m pytest "${PLUGIN[@]}" "${H200[@]}" -s --update-baselines --glm5-report="$OUT/record.json" 2>&1 | tee "$OUT/record.log"
 step "2/3 check: the same suite against what was just recorded"
 python3 -m pytest "${PLUGIN[@]}" "${H200[@]}" --glm5-report="$OUT/check.json" 2>&1 | tee "$OUT/check.log"
+step "energy (report/power.py) and what each launch answered (the canary), from both reports"
+python3 - "$OUT/record.json" "$OUT/check.json" <<'PY'
+import json, sys
+from pytest_glm5.report import power
+for path in sys.argv[1:]:
+    doc = json.load(open(path))
+    name = path.rsplit("/", 1)[-1]
+    for config, scenario, text in power.lines(doc.get("results") or []):
+        print(f"{name} {config} {scenario}: {text}")
+    for line in (doc.get("run", {}).get("answers") or {}).get("lines", []):
+        print(f"{name} answers: {line}")
+    for v in doc.get("verdicts", []):
+        if v["metric"] == "output_throughput" and v.get("provenance", {}).get("power"):
+            print(f"{name} {v['config']} {v['scenario']} power recorded: {v['provenance']['power']}")
+            break
+PY
 step "3/3 sm120 suite on this GPU: every test skips, and the outcome line says why"
 python3 -m pytest "${PLUGIN[@]}" suites -m sm120 -q -p no:randomly 2>&1 | tee "$OUT/sm120.log" \
   | grep -E "^(PASSED|FAILED|SKIPPED): |^    |skipped in|passed in|failed in"

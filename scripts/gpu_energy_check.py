@@ -45,7 +45,7 @@ def window(nvml: object, seconds: float, load: bool) -> dict[str, object]:
     return {"load": load, "seconds": w.seconds, "counter_j": counted, "counter_w": counted / w.seconds if counted
             else None, "sampled_j": sampled, "sampled_w": sampled / span if span else None, "agree": agree,
             "power_limit_w": w.power_limit_w.get(0), "throttle_s": w.throttle_s.get(0), "power_line": w.power_line(),
-            "not_comparable": w.throttled()}
+            "not_comparable": w.throttled(), "power": w.power()}
 
 
 def main() -> int:
@@ -66,7 +66,8 @@ def main() -> int:
         agree = f"{w['agree'] * 100:+.1f}%" if w["agree"] is not None else "n/a"
         print(f"{'load' if w['load'] else 'idle'} {w['seconds']:.1f} s: counter {w['counter_w'] or 0:.0f} W, sampled "
               f"{w['sampled_w'] or 0:.0f} W (counter vs sampled {agree}); limit {w['power_limit_w']} W; "
-              f"clock events {w['throttle_s']}; {w['power_line']}; {w['not_comparable'] or 'comparable'}")
+              f"clock events {w['throttle_s']}; {w['power_line']}; {w['not_comparable'] or 'comparable'}; "
+              f"recorded with a reference: {w['power']}")
     if ns.json:
         ns.json.write_text(json.dumps(out, indent=2))
     return 0

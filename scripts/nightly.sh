@@ -21,9 +21,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$VENV/bin/python" -m pip install -q -e .
-echo "== 1/2 rehearsal: pytest -m sm120 --glm5-sim"
+echo "== 1/2 rehearsal: pytest -m sm120 --glm5-sim --glm5-accuracy-set generated:200"
 set +e
-"$VENV/bin/python" -m pytest -m sm120 --glm5-sim "$@"
+# The accuracy set the rehearsal's answers reference was recorded on (baselines/sim-*/GLM-5-NVFP4.answers.json):
+# the emulator's paired accuracy test runs every night beside its canary.
+"$VENV/bin/python" -m pytest -m sm120 --glm5-sim --glm5-accuracy-set generated:200 "$@"
 rehearsal=$?
 expect=${GLM5_EXPECT_GPUS:-}
 if [ -z "$expect" ]; then

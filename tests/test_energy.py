@@ -148,7 +148,7 @@ def test_point(perf):
     perf.check(perf.run("c2", concurrency=2, num_prompts=8, input_len=8, output_len=32, warmup=0), "c2",
                ["output_throughput", "output_tokens_per_joule"])
 """)
-    result = pytester.runpytest("--glm5-sim", "--glm5-report", "r.json", "-p", "no:randomly")
+    result = pytester.runpytest("--glm5-sim", "--glm5-report", "r.json", "--glm5-markdown", "s.md", "-p", "no:randomly")
     doc = json.loads((pytester.path / "r.json").read_text())
     [run] = doc["results"][0]["runs"]
     assert run["energy"]["source"] == "energy counter"
@@ -161,6 +161,8 @@ def test_point(perf):
         said_lines(result, ["not judged, a GPU slowed for heat or a hardware power brake (not comparable) (2):",
                             "  t c2: output_throughput, output_tokens_per_joule",
                             "  why (1 point), e.g. t c2: throttled: not comparable (GPU 0 hw_thermal * s of * s)"])
+        md = (pytester.path / "s.md").read_text()
+        assert "### Throttled (not comparable: a GPU slowed for heat or a power brake) (2)" in md, md
     else:
         assert kinds == {"output_throughput": "new", "output_tokens_per_joule": "new"}
         assert run["metrics"]["joules_per_request"] == pytest.approx(run["energy"]["total_j"] / 8, rel=0.5)

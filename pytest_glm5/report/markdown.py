@@ -105,7 +105,7 @@ def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT
     """The summary of one run document, within `limit` bytes."""
     verdicts = [*doc.get("verdicts", []), *doc.get("versus", [])]
     by = {k: [d for d in verdicts if d["verdict"] == k]
-          for k in (Kind.INVALID, Kind.REGRESSION, Kind.IMPROVEMENT, Kind.NEW)}
+          for k in (Kind.INVALID, Kind.REGRESSION, Kind.IMPROVEMENT, Kind.THROTTLED, Kind.NEW)}
     problems: dict[str, str] = doc.get("problems") or {}
     known: dict[str, str] = doc.get("known_issues") or {}
     targets = [d for d in doc.get("verdicts", []) if (d.get("bound") or {}).get("target") is not None]
@@ -125,6 +125,7 @@ def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT
         ("Faster, but wrong (invalid: the build answers wrong)", [line(d) for d in by[Kind.INVALID]]),
         ("Regressions", [line(d) for d in by[Kind.REGRESSION]]),
         ("Improvements", [line(d) for d in by[Kind.IMPROVEMENT]]),
+        ("Throttled (not comparable: a GPU slowed for heat or a power brake)", [line(d) for d in by[Kind.THROTTLED]]),
         ("New metrics (no baseline yet)", [line(d) for d in by[Kind.NEW]]),
         ("Crashes", [f"- **{_esc(name)}**{' (known issue, expected)' if name in known else ''}: {_esc(why)[:600]}"
                      for name, why in problems.items()]),
