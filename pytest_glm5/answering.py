@@ -77,8 +77,11 @@ class Answering:
     """The run's answer checks: one per launch, the config's accuracy once, the reference files, the summary."""
 
     def __init__(self, root: Path, canary_on: bool, accuracy_set: str | None, alpha: float, recording: bool,
-                 here: Path | None = None) -> None:
+                 here: Path | None = None, stall_s: float = 120.0) -> None:
         self.root = root  # the baselines root: the answers files lie beside the baselines files
+        # A reply that takes twice the stall timeout is a server that stopped: the check gives up and says so, and the
+        # load that follows meets the hang with its own watcher (and its stack dump), instead of waiting 10 minutes.
+        self.timeout_s = 2 * stall_s
         self.canary_on = canary_on
         self.alpha = alpha
         self.recording = recording
@@ -96,7 +99,8 @@ class Answering:
         when the set cannot be read."""
         try:
             recording = bool(s.update_baselines) and not s.ab
-            return cls(s.baselines_root, not s.no_canary, s.accuracy_set, s.alpha, recording, s.invocation_dir)
+            return cls(s.baselines_root, not s.no_canary, s.accuracy_set, s.alpha, recording, s.invocation_dir,
+                       s.stall_timeout)
         except QuestionsError as exc:
             raise SettingsError(str(exc)) from None
 
@@ -157,7 +161,8 @@ class Answering:
         return out
 
     def _canary(self, url: str, protocol: str, model: str, store: AnswerStore, done: LaunchAnswers) -> None:
-        replies = ask(url, protocol, canary.PROMPTS, canary.MAX_TOKENS, model, concurrency=len(canary.PROMPTS))
+        replies = ask(url, protocol, canary.PROMPTS, canary.MAX_TOKENS, model, concurrency=len(canary.PROMPTS),
+                      timeout_s=self.timeout_s)
         failed = [r.error for r in replies if r.error]
         if failed:
             done.canary_note = f"canary not run: {len(failed)} of {len(replies)} prompts failed ({failed[0]})"
@@ -185,7 +190,8 @@ class Answering:
 
     def _accuracy(self, url: str, protocol: str, model: str, store: AnswerStore, done: LaunchAnswers) -> None:
         qs = self.questions
-        replies = ask(url, protocol, [q.prompt for q in qs], ACCURACY_MAX_TOKENS, model, concurrency=32)
+        replies = ask(url, protocol, [q.prompt for q in qs], ACCURACY_MAX_TOKENS, model, concurrency=32,
+                      timeout_s=self.timeout_s)
         failed = [r.error for r in replies if r.error]
         if failed:
             done.accuracy_note = f"accuracy not measured: {len(failed)} of {len(qs)} questions failed ({failed[0]})"

@@ -112,7 +112,7 @@ class PerfContext:
                 hardware=hw, model=self.pool.model_for(server.config), commit=self.commit,
                 engine=f"{server.engine.name} {version}", server_args=args_hash(info),
                 driver=gpus[0].driver if gpus else "",
-                build=f"{ident['build']}: {describe_build(ident)}" if ident else "")
+                build=(f"{ident['build']}: {describe_build(ident)}" if ident else "") + server.engine.build_note())
         return self.provenances[key]
 
 
@@ -223,7 +223,7 @@ def rounds(ctx: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
     gate = ctx.gate
     ab = gate.statistics.ab
     planned = 4 if ab else ctx.launches
-    looks = gate.look(1).looks  # nightly: new launches in all; A/B: ABBA blocks
+    looks = gate.per_night()  # nightly: new launches tonight; A/B: ABBA blocks
     # Recording runs to RECORDING_CAP launches unless --glm5-max-repeats bounds it (a GPU check in 10 minutes).
     explicit = gate.statistics.max_repeats is not None
     cap = 4 * looks if ab else (max(looks, RECORDING_CAP) if ctx.recording and not explicit else looks)

@@ -25,6 +25,7 @@ from .judge.provenance import git_commit
 from .judge.verdicts import Change, Kind, Verdict, run_document
 from .perf import PerfContext, rounds
 from .report import exports, gateitems
+from .report.history import for_run
 from .report.outcome import Facts, Outcome, Tally, decide, nothing_measured
 from .report.outputs import Outputs, Written, write_all
 from .report.terminal import Summary, TerminalProgress
@@ -249,7 +250,7 @@ class Glm5Session:
             self.tally.watch(self.tally.watched & {item.nodeid for item in kept_items})
         plan = self.night.make_plan([self.cost_of(name, len(ids)) for name, ids in groups.items()])
         if self.worker is None and plan.costs:
-            for line in plan.lines():
+            for line in [*plan.lines(), self.night.carries()]:
                 self.say(f"glm5: plan: {line}")
         return out
 
@@ -317,7 +318,9 @@ class Glm5Session:
         s = self.settings
         self.gate = PerfGate(s.baselines_root, strict=s.strict_baselines, statistics=Statistics.from_settings(s),
                              references=self.references(), require=s.require_baselines and not s.update_baselines,
-                             stores=self.stores)  # one parsed copy of each baselines file: the plan read them
+                             stores=self.stores,  # one parsed copy of each baselines file: the plan read them
+                             history=(lambda hw, model: for_run(Path(str(s.history)), [(hw, model)])) if s.history
+                             else None)  # earlier nights' launches carry into tonight's tests (judge/carry.py)
         return self.gate
 
     def make_context(self, pool: ServerPool, gate: PerfGate) -> PerfContext:

@@ -88,7 +88,8 @@ def test_load(bench):
     bench(concurrency=8, num_prompts=64, output_len=64, warmup=0)
 """)
     t0 = time.monotonic()
-    result = pytester.runpytest("--glm5-stall-timeout", "1")
+    # No canary: its 512 tokens would meet the hang before the load does (the case below).
+    result = pytester.runpytest("--glm5-stall-timeout", "1", "--glm5-no-canary")
     result.assert_outcomes(failed=1)
     assert time.monotonic() - t0 < 20
     said_lines(result, ["*server for stuck hung during the load run: stalled: no token from any of 8 "
@@ -96,6 +97,17 @@ def test_load(bench):
                                  "stack dump (SIGUSR1) written to the log"])
     log = next((pytester.path.parent / "basetemp" / "glm5-logs").glob("stuck-*.log")).read_text()
     assert "most recent call first" in log  # faulthandler's dump of the hung server
+    assert_no_server_left(model)
+    # Hung before the load (during the canary): the canary gives up after twice the stall timeout and the load's
+    # first request meets the hang under the same watch, with the same report (it waited 10 minutes, then forever).
+    t0 = time.monotonic()
+    early = pytester.runpytest("--glm5-stall-timeout", "1")
+    early.assert_outcomes(failed=1)
+    assert time.monotonic() - t0 < 20
+    said_lines(early, ["*server for stuck hung during the load run: stalled: no token from any of 1 requests for * s, "
+                       "* 0 requests completed, 1 in flight; the process is alive*",
+                       "stack dump (SIGUSR1) written to the log"])
+    said_lines(early, ["  stuck: canary not run: 16 of 16 prompts failed (TimeoutError*"])
     assert_no_server_left(model)
 
 

@@ -10,11 +10,12 @@ launches while looks remain (alpha spending keeps the total false-alarm rate at 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from ..metrics import geometric_mean, higher_is_better, summarize_repeats
+from .carry import Prior
 from .stats import (
     Comparison,
     ab_decision,
@@ -148,6 +149,56 @@ def against_reference(config: str, scenario: str, metric: str, samples: list[flo
         if add is not None:
             v.stat["to_add"] = add  # the count the note states, for the plan to price without reading the note
     return v
+
+
+def carried(alone: Verdict, prior: Prior, rejudge: Callable[[list[float], Look], Verdict], look: Look) -> Verdict:
+    """Tonight's verdict of a series with what earlier nights of its sample left (judge/carry.py): a decided
+    verdict stands (a regression fails until the build changes or the baselines are updated; a pass needs no more
+    launches), else tonight's launches join theirs in one sequential test whose looks count across the nights.
+    `alone`: tonight's launches judged by themselves; `rejudge(launches, look)` judges a pooled sample."""
+    tonight = list(alone.launches)
+    if prior.decided == Kind.REGRESSION and alone.stat:
+        stat = cast(Test, {**alone.stat, "p_adj": 0.0, "nights": prior.nights + 1})  # decided by its own night
+        return replace(alone, verdict=Kind.REGRESSION, stat=stat,
+                       note=f"confirmed on {prior.decided_on} and the build is unchanged since: it fails until the "
+                            "build changes or the baselines are updated (--update-baselines=all)")
+    dropped = bool(alone.stat) and -float(alone.stat.get("gain", 0.0)) > float(alone.stat.get("tolerance", 0.0))
+    if prior.decided == Kind.PASS and alone.stat and not dropped:
+        return replace(alone, verdict=Kind.PASS, stat=cast(Test, {**alone.stat, "nights": prior.nights + 1}),
+                       note=f"passed on {prior.decided_on}, the build unchanged since: no more launches until it "
+                            "changes")
+    if prior.decided == Kind.PASS:  # a pass, then a drop with a build the fingerprint calls the same: say so
+        v = _suspect(alone)
+        v.note = f"passed on {prior.decided_on} with this build, yet tonight's launch dropped: {v.note}"
+        return v
+    if not prior.launches or not alone.stat:
+        return _suspect(alone)
+    n_prior = len(prior.launches)
+    if n_prior >= look.looks:
+        v = replace(alone, verdict=Kind.UNRESOLVED, stat=cast(Test, {**alone.stat, "nights": prior.nights + 1}))
+        v.note = (f"its {look.looks} looks were spent over {prior.nights} nights since {prior.since} without a "
+                  "decision: record a larger reference (--update-baselines --glm5-launches 5) or judge a wider "
+                  "tolerance")
+        return v
+    at = Look(look.alpha, min(n_prior + look.look, look.looks), look.looks, look.effect)
+    v = rejudge([*prior.launches, *tonight], at)
+    v.launches = tonight  # the history keeps each night's own launches; the test used all of them
+    v.stat["nights"], v.stat["carried"] = prior.nights + 1, n_prior
+    return _suspect(v)
+
+
+def _suspect(v: Verdict) -> Verdict:
+    """One launch cannot confirm a drop (a slow launch moves every metric of a config): a regression from one
+    launch is a suspect, unresolved, which a second launch confirms or clears."""
+    st = v.stat
+    if v.verdict not in (Kind.REGRESSION, Kind.UNRESOLVED) or not st or int(st.get("n_new", 2)) >= 2 \
+            or -float(st.get("gain", 0.0)) <= float(st.get("tolerance", 0.0)):
+        return v
+    stat = cast(Test, {**v.stat, "suspect": True, "to_add": 1})
+    return replace(v, verdict=Kind.UNRESOLVED, stat=stat,
+                   note=f"suspect: one launch shows {v.stat['change'] * 100:+.1f}% (p {v.stat['p_worse']:.2g}), beyond "
+                        f"the {v.stat['tolerance'] * 100:g}% tolerance; a second launch confirms or clears it (a round "
+                        "tonight if the budget allows, else the config's next night)")
 
 
 def _nightly(c: Comparison, tolerance: float, level: float) -> str:

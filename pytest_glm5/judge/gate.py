@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..configs import ServerConfig
 from ..energy import merged_power, power_change
@@ -21,12 +22,12 @@ from ..metrics import (
 )
 from ..settings import Settings, SettingsError, check_writable_dir
 from ..textfiles import remove_stale_temps
-from . import decide
+from . import carry, decide
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key, read_once
 from .decide import Look, per_launch
 from .provenance import Provenance
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
-from .verdicts import NOT_JUDGED, WORKLOAD_KEYS, Kind, Test, Verdict, threshold
+from .verdicts import NOT_JUDGED, WORKLOAD_KEYS, Bound, Kind, Test, Verdict, threshold
 
 
 def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
@@ -221,6 +222,18 @@ class PerfGate:
     verdicts: list[Verdict] = field(default_factory=list)
     versus: list[Verdict] = field(default_factory=list)  # configs against their compare_to config
     results: dict[tuple[str, str], list[BenchResult]] = field(default_factory=dict)
+    # (hardware, model) -> the runs the history holds, oldest first (None: no --glm5-history, nothing carries)
+    history: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
+    _runs: dict[tuple[str, str], Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+
+    def prior(self, provenance: Provenance, key: tuple[str, str, str], sample: carry.Sample) -> carry.Prior:
+        """What earlier nights in the history leave this series (judge/carry.py); nothing without a history."""
+        if self.history is None:
+            return carry.Prior()
+        where = (provenance.hardware, provenance.model)
+        if where not in self._runs:
+            self._runs[where] = self.history(*where)
+        return carry.prior_of(self._runs[where], key, sample)
 
     def store(self, hardware: str, model: str) -> tuple[Path, BaselineStore]:
         """The store of this hardware and model (read once per run)."""
@@ -230,10 +243,18 @@ class PerfGate:
         except BaselineError as exc:
             raise GateError(str(exc)) from None
 
-    def look(self, look: int) -> Look:
-        """The sequential look: A/B adds ABBA blocks (two launches per arm), the nightly one launch at a time."""
+    def per_night(self) -> int:
+        """The looks one night may take of a series (its launches; A/B: ABBA blocks): --glm5-max-repeats."""
         st = self.statistics
-        looks = max(1, -(-(st.max_repeats or 8) // 2)) if st.ab else (st.max_repeats or 5)
+        return max(1, -(-(st.max_repeats or 8) // 2)) if st.ab else (st.max_repeats or 5)
+
+    def look(self, look: int) -> Look:
+        """The sequential look: A/B adds ABBA blocks (two launches per arm), the nightly one launch at a time. With a
+        history the nightly's looks count across nights, so a sample has at least carry.SAMPLE_LOOKS of them."""
+        st = self.statistics
+        looks = self.per_night()
+        if self.history is not None and not st.ab:
+            looks = max(looks, carry.SAMPLE_LOOKS)
         return Look(st.alpha, min(look, looks), looks, st.effect)
 
     def judge(self, config: str, scenario: str, results: Sequence[BenchResult], metrics: Sequence[str] | None,
@@ -285,6 +306,21 @@ class PerfGate:
         return next((v for v in reversed(self.verdicts)
                      if (v.config, v.scenario, v.metric) == (config, scenario, metric)), None)
 
+    def _against_reference(self, config: str, scenario: str, metric: str, samples: list[float], tonight: list[float],
+                           bound: Bound, provenance: Provenance, look: Look) -> Verdict:
+        """Tonight's launches with the earlier nights' of the same sample (build, workload, reference), one
+        sequential test whose looks count across nights; a verdict an earlier night reached stands."""
+        sample = carry.Sample(provenance.build, carry.digest(provenance.workload),
+                              carry.digest([list(bound.launches), bound.tolerance, bound.value]))
+        prior = self.prior(provenance, (config, scenario, metric), sample)
+        alone = decide.against_reference(config, scenario, metric, samples, tonight, bound, provenance.workload,
+                                         look)
+        v = decide.carried(alone, prior, lambda pooled, at: decide.against_reference(
+            config, scenario, metric, samples, pooled, bound, provenance.workload, at), look)
+        if v.stat:
+            v.stat["sample"] = {"build": sample.build, "workload": sample.workload, "ref": sample.ref}
+        return v
+
     def _judge(self, config: str, scenario: str, values: dict[str, list[float]], labels: list[str],
                arms: list[str], store: BaselineStore, path: Path, provenance: Provenance, look: Look,
                behind: str | None, client: Callable[[str, float], str | None] | None = None,
@@ -311,8 +347,8 @@ class PerfGate:
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
                 v.launches = per_launch(samples, labels)
             else:
-                v = decide.against_reference(config, scenario, metric, samples, per_launch(samples, labels), bound,
-                                             provenance.workload, look)
+                v = self._against_reference(config, scenario, metric, samples, per_launch(samples, labels), bound,
+                                            provenance, look)
             tolerance = bound.threshold() if bound is not None else store.default_tolerance()
             starved = client(metric, tolerance) if client is not None and not ab else None
             if starved and v.verdict in JUDGED:
@@ -368,7 +404,7 @@ class PerfGate:
         tolerance at the CV they show within a night's looks (80% power; decide.to_resolve)."""
         _, store = self.store(provenance.hardware, provenance.model)
         labels = [r.launch or "0" for r in results]
-        looks = self.look(1).looks
+        looks = self.per_night()
         for metric in list(metrics or []) or store.metrics_of(config, scenario) or ["output_throughput"]:
             values = per_launch([r.metrics[metric] for r in results], labels)
             if len(values) < 2 or min(values) <= 0:

@@ -205,13 +205,22 @@ class Night:
     tests_run: dict[str, int] = field(default_factory=dict)
     not_run: dict[str, str] = field(default_factory=dict)  # config -> why the budget left it out
     recorded: dict[str, str] = field(default_factory=dict)  # config -> the launch cost --update-baselines wrote
+    history: str | None = None  # --glm5-history: where earlier nights' launches carry from (judge/carry.py)
 
     @classmethod
     def from_settings(cls, s: Settings) -> Night:
         """The launches and rounds the settings give each config."""
         planned = 4 if s.ab else s.launches
         most = 2 * (s.max_repeats or 8) if s.ab else (s.max_repeats or 5)
-        return cls(s.budget, planned, max(0, most - planned))
+        return cls(s.budget, planned, max(0, most - planned), history=s.history)
+
+    def carries(self) -> str:
+        """The plan's word on earlier nights: whether their launches carry into tonight's tests."""
+        if self.history is None:
+            return ("no history (--glm5-history DIR): nothing carries from earlier nights; each series is judged on "
+                    "tonight's launches alone")
+        return (f"history {self.history}: launches of earlier nights with the same build, workload and reference "
+                "join tonight's in one test; what they decided stands until the build changes")
 
     def make_plan(self, costs: list[ConfigCost]) -> Plan:
         """The plan of these configs' launches, and the budget that holds the run to it."""

@@ -69,6 +69,10 @@ class Test(TypedDict, total=False):
     ci_level: float  # the confidence of `ci` where it is not 95% (an A/B shows the CI SAME is decided on)
     margin: float  # A/B: SAME's equivalence margin (+-), apart from the tolerance DIFFERENT needs
     to_add: int  # an unresolved nightly series: the launches its note says to add (the plan prices them)
+    sample: dict[str, str]  # build, workload and reference digests: what tomorrow's launches must share to pool
+    nights: int  # the nights its launches came from (judge/carry.py), tonight's included
+    carried: int  # launches of earlier nights in the test
+    suspect: bool  # one launch dropped beyond the tolerance: a second confirms or clears it
 
 
 @dataclass(frozen=True)
@@ -170,7 +174,10 @@ class Verdict:
             tail = f": {self.note}" if self.note else ""
             # An A/B rule names its margin and its tolerance itself; a tolerance said again would be a second number.
             tol = "" if "margin" in st else f"; tolerance {st['tolerance'] * 100:.3g}%"
-            return f"{head} vs {st['against']}: {st['describe']} ({st['test']}{tol}): " \
+            # Launches of earlier nights in the test (judge/carry.py): the line says what it rests on.
+            nights = f", new launches over {st['nights']} nights" if int(st.get("nights", 1)) > 1 and \
+                st.get("carried") else ""
+            return f"{head} vs {st['against']}: {st['describe']}{nights} ({st['test']}{tol}): " \
                    f"{st.get('answer') or self.verdict}{tail}"
         if self.bound is None:
             return f"{head} (new: no baseline yet)"

@@ -13,7 +13,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import aiohttp
@@ -232,7 +232,9 @@ class LoadRunner:
         tried: list[str] = []
         transient = 0
         for _ in range(PROBE_TRIES):
-            rec = await self.one(session, workload, prompt, 4)
+            rec = await self._watched(self.one(session, workload, prompt, 4))
+            if rec is None:  # a server that answers nothing at all (hung before the load) is a stall, not a wait
+                return
             if rec.success:
                 return
             tried.append(f"{self.shape.describe()}: {rec.error}")
@@ -248,6 +250,23 @@ class LoadRunner:
         hint = " (is it an SGLang server? for an OpenAI-style one use --protocol openai)" if (
             workload.protocol == "sglang" and "HTTP 404" in tried[-1]) else ""
         raise BenchError(f"{self.url} refuses every request shape tried{hint}: " + " | ".join(tried))
+
+    async def _watched(self, request: Coroutine[Any, Any, RequestTiming]) -> RequestTiming | None:
+        """One request under the run's watch (death, stall, compile pauses) as the measured phase is watched; None
+        when the watch ended it (`aborted` says why)."""
+        task = asyncio.ensure_future(request)
+        self.last_progress = time.perf_counter()
+        watching = self.stop_check is not None or self.stall_timeout_s is not None
+        watcher = asyncio.ensure_future(self._watch([task])) if watching else None
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if not self.aborted:
+                raise
+            return None
+        finally:
+            if watcher:
+                watcher.cancel()
 
     async def fetch_server_info(self, session: aiohttp.ClientSession) -> dict[str, Any]:
         """The server's /server_info (SGLang; /get_server_info before 0.5) or /props (llama.cpp); empty when it has
@@ -370,7 +389,7 @@ class LoadRunner:
                 watcher.cancel()
         return [r for r in records if r is not None]
 
-    async def _watch(self, workers: Sequence[asyncio.Future[None]]) -> None:
+    async def _watch(self, workers: Sequence[asyncio.Future[Any]]) -> None:
         while True:
             await asyncio.sleep(WATCH_S)
             if self.progress is not None and self.window is not None:
@@ -421,7 +440,7 @@ class LoadRunner:
     async def _run(self, session: aiohttp.ClientSession, workload: Workload) -> BenchResult:
         await self.preflight(session, workload)
         await self.probe(session, workload)
-        if workload.warmup:
+        if workload.warmup and not self.aborted:
             warm = await self._phase(
                 session, workload, make_prompts(workload, workload.warmup, salt=1), min(workload.output_len, 32)
             )

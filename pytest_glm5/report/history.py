@@ -51,11 +51,13 @@ def history_rows(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
         rec = out.setdefault((hardware, model), {
             "time": run.get("time"), "commit": prov.get("commit") or run.get("commit"),
             "build": prov.get("build") or run.get("build", ""), "hardware": hardware, "model": model, "series": []})
+        # What tomorrow's launches must share to pool with tonight's (judge/carry.py): build, workload, reference.
+        sample = (v.get("test") or {}).get("sample") or {}
         rec["series"].append({"config": v["config"], "scenario": v["scenario"], "metric": v["metric"],
                               "value": v["measured"], "samples": v.get("samples") or [],
                               "launches": v.get("launches") or [], "verdict": v["verdict"],
                               "bound": (v.get("bound") or {}).get("value"),
-                              "target": (v.get("bound") or {}).get("target")})
+                              "target": (v.get("bound") or {}).get("target"), **sample})
     return out
 
 

@@ -124,6 +124,8 @@ def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT
     sections: list[tuple[str, list[str]]] = [
         ("Faster, but wrong (invalid: the build answers wrong)", [line(d) for d in by[Kind.INVALID]]),
         ("Regressions", [line(d) for d in by[Kind.REGRESSION]]),
+        ("Suspects (one launch beyond the tolerance: a second confirms or clears it)",
+         [line(d) for d in verdicts if d["verdict"] == Kind.UNRESOLVED and (d.get("test") or {}).get("suspect")]),
         ("Improvements", [line(d) for d in by[Kind.IMPROVEMENT]]),
         ("Throttled (not comparable: a GPU slowed for heat or a power brake)", [line(d) for d in by[Kind.THROTTLED]]),
         ("New metrics (no baseline yet)", [line(d) for d in by[Kind.NEW]]),

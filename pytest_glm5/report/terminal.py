@@ -221,7 +221,13 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     if regs:
         out.append(f"regressions ({len(regs)}):")
         out += [f"  {v.line()}" for v in regs]
-    unresolved = [v for v in verdicts if v.verdict == Kind.UNRESOLVED]
+    suspects = [v for v in verdicts if v.verdict == Kind.UNRESOLVED and v.stat.get("suspect")]
+    if suspects:  # one launch dropped beyond its tolerance: what confirms it, and when
+        out.append(f"suspects ({len(suspects)}; one launch dropped beyond the tolerance, a second confirms or clears "
+                   "it: a round tonight if the budget allows, else the config's next night):")
+        out += [f"  {v.config} {v.scenario} {v.metric} {v.stat['change'] * 100:+.1f}% on one launch (p "
+                f"{v.stat['p_worse']:.2g}, tolerance {v.stat['tolerance'] * 100:g}%)" for v in suspects]
+    unresolved = [v for v in verdicts if v.verdict == Kind.UNRESOLVED and not v.stat.get("suspect")]
     if unresolved:
         out.append(f"unresolved ({len(unresolved)}; they fail only with --glm5-strict-baselines):")
         out += [f"  {v.line()}" for v in unresolved]

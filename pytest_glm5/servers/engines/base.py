@@ -55,6 +55,11 @@ class Engine(ABC):
     build_env: dict[str, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
     build_identity: dict[str, Any] = {}  # noqa: RUF012
 
+    def build_note(self) -> str:
+        """What the engine's own options change in the build it serves (the emulator's injected faults), for the
+        build's identity in a verdict's provenance; "" for a real engine."""
+        return ""
+
     @abstractmethod
     def argv(self, cfg: ServerConfig, model: str, host: str, port: int) -> list[str]:
         """The command that launches a server of this config."""

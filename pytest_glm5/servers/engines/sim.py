@@ -116,6 +116,14 @@ class SimEngine(SpeaksSGLang):
                                                                                      "arguments"))
         return Preflight()
 
+    def build_note(self) -> str:
+        """The emulated build's faults (` (emulated slowdown 0.9)`): a slowed or wrong build is another build, as a
+        patch makes a real one, so its launches never pool with the unchanged build's across nights."""
+        faults = [f"slowdown {self.slowdown:g}" if self.slowdown != 1.0 else "",
+                  f"garbage {self.garbage:g}" if self.garbage else ""]
+        shown = ", ".join(f for f in faults if f)
+        return f" (emulated {shown})" if shown else ""
+
     def fingerprint_extra(self) -> dict[str, Any]:
         """What the emulator's own flags make of it."""
         # A wrong build is another build: a kept server of the right one is never reused for it.

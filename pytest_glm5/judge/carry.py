@@ -1,0 +1,97 @@
+"""Evidence that carries from one night to the next: a series' launches of the same build, workload and reference
+accumulate across nights into one sequential test, read back from the history the nights append to.
+
+A night on the box is 30-50 minutes a launch, so rounds inside one night are the dearest evidence there is, while
+tomorrow's first launch of the config comes anyway. The sample of a series tonight is every earlier night's launches
+of it back to the first night with another build fingerprint, another workload or another reference (baselines
+updated): those start a new sample, and the line says why. Looks are counted across the nights (alpha is spent
+across them, never reset by a new evening), and what was decided stays decided: a confirmed regression fails every
+night until the build changes or the baselines are updated; a pass needs no more launches until the build changes.
+Nights whose figures were not the build's (invalid, throttled, client- or emulator-bound, another workload) add
+nothing and break nothing.
+
+    >>> runs = [{"time": "2026-12-01", "series": [dict(config="t", scenario="s", metric="m", build="b1",
+    ...          ref="r", workload="w", launches=[98.0], verdict="unresolved")]},
+    ...         {"time": "2026-12-02", "series": [dict(config="t", scenario="s", metric="m", build="b2",
+    ...          ref="r", workload="w", launches=[90.0], verdict="unresolved")]}]
+    >>> prior_of(runs, ("t", "s", "m"), Sample("b2", "w", "r"))
+    Prior(launches=(90.0,), nights=1, since='2026-12-02', decided=None, decided_on='', broke='')
+    >>> prior_of(runs, ("t", "s", "m"), Sample("b3", "w", "r")).broke
+    'the build changed since 2026-12-02'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .verdicts import Kind
+
+# What an earlier night may leave a series: its launches go on (unresolved, suspect), or it was decided.
+OPEN = (Kind.UNRESOLVED,)  # a suspect is an unresolved series whose one launch dropped
+DECIDED = (Kind.PASS, Kind.REGRESSION, Kind.IMPROVEMENT)
+SAMPLE_LOOKS = 5  # looks a sample may take across nights (one a launch; alpha is spent over them)
+
+
+def digest(value: Any) -> str:
+    """A short, stable digest of a workload or a reference (what must match for launches to pool)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What tonight's launches of a series must share with an earlier night's to pool with them."""
+
+    build: str
+    workload: str  # digest of the workload
+    ref: str  # digest of the reference launches and tolerance
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Earlier nights' evidence for one series: their launch values (oldest first), how many nights, since when,
+    the verdict one of them reached (then nothing is pooled), and why the sample starts anew tonight, if it does."""
+
+    launches: tuple[float, ...] = ()
+    nights: int = 0
+    since: str = ""
+    decided: str | None = None
+    decided_on: str = ""
+    broke: str = ""
+
+
+def _changed(entry: Mapping[str, Any], sample: Sample) -> str:
+    for name, key in (("build", "build"), ("workload", "workload"), ("reference (baselines updated)", "ref")):
+        if str(entry.get(key, "")) != getattr(sample, key):
+            return name
+    return ""
+
+
+def prior_of(runs: Sequence[Mapping[str, Any]], key: tuple[str, str, str], sample: Sample) -> Prior:
+    """The evidence earlier runs (oldest first, as the history holds them) leave this series tonight."""
+    launches: list[float] = []
+    nights, since = 0, ""
+    for run in reversed(runs):
+        entry = next((s for s in run.get("series") or [] if (s.get("config"), s.get("scenario"), s.get("metric"))
+                      == key), None)
+        if entry is None:
+            continue  # the config did not run that night: nothing added, nothing broken
+        when = str(run.get("time", ""))
+        what = _changed(entry, sample)
+        if what:
+            return Prior(tuple(launches), nights, since, broke=f"the {what} changed since {when}" if not nights
+                         else "")
+        verdict = str(entry.get("verdict", ""))
+        if verdict in DECIDED:
+            if nights:  # open again since (a pass, then a drop): the sample starts after that decision
+                return Prior(tuple(launches), nights, since)
+            return Prior(decided=verdict, decided_on=when)
+        if verdict not in OPEN:
+            continue  # figures that were not the build's (invalid, throttled, bound by the client or emulator)
+        values = [float(x) for x in entry.get("launches") or [] if isinstance(x, int | float) and x > 0]
+        launches[:0] = values
+        nights, since = nights + 1, when
+    return Prior(tuple(launches), nights, since)

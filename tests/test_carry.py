@@ -1,0 +1,132 @@
+"""Evidence across nights (judge/carry.py, decide.carried): which earlier launches pool with tonight's, looks counted
+across nights, what was decided stays decided, a one-launch drop is a suspect; and three nights on the emulator
+through pytest, against one history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plugin_helpers import TWO_SCENARIOS, said_lines, write_configs
+
+from pytest_glm5.judge import decide
+from pytest_glm5.judge.carry import Prior, Sample, digest, prior_of
+from pytest_glm5.judge.decide import Look
+from pytest_glm5.judge.verdicts import Bound, Kind
+
+KEY = ("t", "s", "output_throughput")
+SAMPLE = Sample("b", "w", "r")
+
+
+def night(time: str, verdict: str, launches: list[float], **changed: str) -> dict[str, Any]:
+    entry = {"config": "t", "scenario": "s", "metric": "output_throughput", "build": "b", "workload": "w", "ref": "r",
+             "launches": launches, "verdict": verdict, **changed}
+    return {"time": time, "series": [entry]}
+
+
+def test_the_sample_is_the_unbroken_nights_of_one_build_workload_and_reference() -> None:
+    runs = [night("d1", "unresolved", [99.0]), night("d2", "unresolved", [97.0], build="a"),
+            night("d3", "unresolved", [95.0, 96.0]), {"time": "d4", "series": []},  # the config did not run
+            night("d5", "invalid", [150.0]), night("d6", "unresolved", [94.0])]
+    p = prior_of(runs, KEY, SAMPLE)
+    # d2's other build ends the sample; d4 ran nothing of it; d5's figures were not the build's: neither adds.
+    assert (p.launches, p.nights, p.since, p.decided) == ((95.0, 96.0, 94.0), 2, "d3", None)
+    for what, changed in (("build", {"build": "x"}), ("workload", {"workload": "x"}),
+                          ("reference (baselines updated)", {"ref": "x"})):
+        broke = prior_of([night("d1", "unresolved", [99.0], **changed)], KEY, SAMPLE)
+        assert broke.launches == () and broke.broke == f"the {what} changed since d1"
+    decided = prior_of([night("d1", "regression", [80.0, 81.0]), night("d2", "unresolved", [82.0])], KEY, SAMPLE)
+    assert decided.decided is None and decided.launches == (82.0,)  # d2 after it was open again: it pools
+    stands = prior_of([night("d1", "unresolved", [80.0]), night("d2", "regression", [81.0])], KEY, SAMPLE)
+    assert (stands.decided, stands.decided_on, stands.launches) == ("regression", "d2", ())
+    assert digest({"a": 1, "b": 2}) == digest({"b": 2, "a": 1}) != digest({"a": 1})
+
+
+def _bound(launches: list[float]) -> Bound:
+    return Bound("output_throughput", "floor", min(launches) * 0.95, 0.05, launches=tuple(launches))
+
+
+REF = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.5, 98.5, 100.0, 99.0, 101.0, 100.0]
+
+
+def _judge(tonight: list[float], prior: Prior, look: int = 1) -> Any:
+    bound = _bound(REF)
+    at = Look(0.01, look, 5)
+    alone = decide.against_reference("t", "s", "output_throughput", tonight, tonight, bound, {}, at)
+    return decide.carried(alone, prior, lambda pooled, lk: decide.against_reference(
+        "t", "s", "output_throughput", pooled, pooled, bound, {}, lk), at)
+
+
+def test_tonights_launches_join_the_earlier_nights_and_the_looks_count_across_them() -> None:
+    v = _judge([90.0], Prior((89.0, 91.0), nights=2, since="d1"))
+    assert v.stat["n_new"] == 3 and v.stat["look"] == 3 and v.stat["carried"] == 2 and v.stat["nights"] == 3
+    assert v.launches == [90.0]  # the history keeps tonight's own; the test used all three
+    assert v.verdict == Kind.REGRESSION and "new launches over 3 nights" in v.line(), v.line()
+    spent = _judge([90.0], Prior(tuple([90.0] * 5), nights=5, since="d1"))
+    assert spent.verdict == Kind.UNRESOLVED and spent.note.startswith("its 5 looks were spent over 5 nights since d1")
+
+
+def test_one_launch_cannot_confirm_a_drop_it_is_a_suspect() -> None:
+    v = _judge([88.0], Prior())
+    assert v.verdict == Kind.UNRESOLVED and v.stat["suspect"] and v.stat["to_add"] == 1
+    assert v.note.startswith("suspect: one launch shows -12.") and "a second launch confirms or clears it" in v.note
+    assert _judge([88.0, 89.0], Prior()).verdict == Kind.REGRESSION  # two launches do
+
+
+def test_what_was_decided_stays_decided_until_the_build_changes() -> None:
+    failing = _judge([99.0], Prior(decided=Kind.REGRESSION, decided_on="d2", nights=1))
+    assert failing.verdict == Kind.REGRESSION and failing.stat["p_adj"] == 0.0
+    assert failing.note.startswith("confirmed on d2 and the build is unchanged since")
+    passed = _judge([99.0], Prior(decided=Kind.PASS, decided_on="d2", nights=1))
+    assert passed.verdict == Kind.PASS and passed.note.startswith("passed on d2")
+    # A pass, then a drop beyond the tolerance under a fingerprint that calls the build the same: not hidden.
+    dropped = _judge([85.0], Prior(decided=Kind.PASS, decided_on="d2", nights=1))
+    assert dropped.verdict == Kind.UNRESOLVED and dropped.note.startswith("passed on d2 with this build, yet "
+                                                                          "tonight's launch dropped: suspect")
+
+
+@pytest.mark.slow
+def test_three_nights_one_history_the_evidence_carries(pytester: pytest.Pytester) -> None:
+    # Night 1 unchanged; nights 2 and 3 a slower build (the emulated slowdown enters the build's identity, as a
+    # patch does): night 2 has one launch of it, a suspect; night 3 judges its launch with night 2's.
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(TWO_SCENARIOS)
+    assert pytester.runpytest("--update-baselines", "--glm5-launches", "6", "--glm5-sim-noise", "0.01").ret == 0
+    hist = f"--glm5-history={pytester.path / 'h'}"
+    one = ("--glm5-max-repeats", "1", "--glm5-sim-noise", "0.01", hist, "--glm5-report", "r.json")
+    first = pytester.runpytest(*one)
+    assert first.ret == 0, first.stdout.str()[-3000:]
+    said_lines(first, ["glm5: plan: history *: launches of earlier nights with the same build, workload and reference "
+                       "join tonight's in one test; *"])
+    second = pytester.runpytest(*one, "--glm5-sim-slowdown", "0.8", "--glm5-markdown", "s.md")
+    assert second.ret == 0, second.stdout.str()[-3000:]  # a suspect does not fail the night
+    said_lines(second, ["suspects (*; one launch dropped beyond the tolerance, a second confirms or clears it: *",
+                        "  t c1 output_throughput -*% on one launch (p *, tolerance 5%)"])
+    md = (pytester.path / "s.md").read_text()
+    assert "### Suspects (one launch beyond the tolerance: a second confirms or clears it) (" in md, md
+    third = pytester.runpytest(*one, "--glm5-sim-slowdown", "0.8")
+    doc = json.loads((pytester.path / "r.json").read_text())
+    v = next(v for v in doc["verdicts"] if v["scenario"] == "c1")
+    assert v["test"]["n_new"] == 2 and v["test"]["carried"] == 1 and v["test"]["nights"] == 2, v["test"]
+    assert v["verdict"] == "regression" and third.ret == 1, third.stdout.str()[-3000:]
+    said_lines(third, ["  t c1 output_throughput * 2 vs 6 launches, new launches over 2 nights (t-test at alpha *, "
+                       "look 2 of 5; *): regression"])
+    assert doc["run"]["launches"]["t"]["launches"] == 1  # no round inside the night
+    store = next((pytester.path / "h").rglob("*.jsonl"))
+    lines = [json.loads(x) for x in store.read_text().splitlines()]
+    assert len(lines) == 3 and all(s["build"] for s in lines[2]["series"])
+    assert "(emulated slowdown 0.8)" in lines[2]["series"][0]["build"] and "emulated" not in lines[0]["series"][0][
+        "build"]
+
+
+def test_history_lines_keep_what_tomorrow_must_share(tmp_path: Path) -> None:
+    from pytest_glm5.report.history import history_rows
+
+    doc = {"run": {"time": "d1"}, "verdicts": [
+        {"config": "t", "scenario": "s", "metric": "m", "measured": 1.0, "verdict": "unresolved", "model": "/m",
+         "launches": [1.0], "provenance": {"hardware": "hw"},
+         "test": {"sample": {"build": "b", "workload": "w", "ref": "r"}}}]}
+    [row] = history_rows(doc).values()
+    assert {k: row["series"][0][k] for k in ("build", "workload", "ref")} == {"build": "b", "workload": "w", "ref": "r"}
