@@ -22,6 +22,7 @@ from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores
 from .judge.merge import Merged, decided, join, update
 from .judge.plan import Checks, ConfigCost, Night, config_cost
 from .judge.provenance import git_commit
+from .judge.schedule import for_suite
 from .judge.verdicts import Change, Kind, Verdict, run_document
 from .perf import PerfContext, rounds
 from .report import exports, gateitems
@@ -249,10 +250,23 @@ class Glm5Session:
         if self.settings.shard is not None:
             self.tally.watch(self.tally.watched & {item.nodeid for item in kept_items})
         plan = self.night.make_plan([self.cost_of(name, len(ids)) for name, ids in groups.items()])
+        said = [self.night.carries()]
+        s = self.settings
+        if s.history and s.budget and plan.first_s > s.budget and not any(a.startswith("-k") for a in self.args):
+            # More than a night: tonight's configs by the history's priorities (-k picks them by hand instead).
+            runs = for_run(Path(s.history), set(self._filed({n: configs[n] for n in groups}).values()))
+            tonight = for_suite(plan.costs, s.budget, runs, plan.planned, configs, dt.datetime.now(dt.UTC).date())
+            out.skips |= self.night.tonight(tonight.run, tonight.later, groups, tonight.cover)
+            said += tonight.lines()
         if self.worker is None and plan.costs:
-            for line in [*plan.lines(), self.night.carries()]:
+            for line in [*plan.lines(), *said]:
                 self.say(f"glm5: plan: {line}")
         return out
+
+    def _filed(self, used: Mapping[str, ServerConfig]) -> dict[str, tuple[str, str]]:
+        """The (hardware, model) each config's baselines and history are filed under, where both are known now."""
+        return {name: (hw, model) for name, cfg in used.items() if (model := cfg.model or self.settings.model)
+                is not None and (hw := self.machine.hardware_known(cfg)) is not None}
 
     def round_allowed(self, config: str, measured_s: float) -> str | None:
         """Why a round of this config may not run (None: it may): the night decides, on the plan's price where the
@@ -277,9 +291,7 @@ class Glm5Session:
 
     def check_baselines(self, used: dict[str, ServerConfig]) -> None:
         """Read every baselines file the run will use now, not after a model load and a load run."""
-        wanted = {name: (hw, model) for name, cfg in used.items()
-                  if (model := cfg.model or self.settings.model) is not None
-                  and (hw := self.machine.hardware_known(cfg)) is not None}
+        wanted = self._filed(used)
         try:
             files = check_stores(self.settings.baselines_root, wanted, self.stores,
                                  writing=bool(self.settings.update_baselines))

@@ -34,7 +34,9 @@ fi
 if [ "$expect" = 1 ]; then
   echo "== 2/2 the real suite: pytest -m sm120 --glm5-require-baselines (the rehearsal exited $rehearsal; this box" \
        "has NVIDIA GPUs: a run that measures nothing fails)"
-  "$VENV/bin/python" -m pytest -m sm120 -rs --glm5-require-baselines "$@"
+  # The history the next night finds: launches carry from night to night, and a suite longer than the budget is
+  # scheduled over nights (GLM5_HISTORY moves it; docs/night.md).
+  "$VENV/bin/python" -m pytest -m sm120 -rs --glm5-require-baselines --glm5-history="${GLM5_HISTORY:-$HOME/glm5-history}" "$@"
   rc=$?
 else
   echo "== 2/2 the real suite: pytest -m sm120 (the rehearsal exited $rehearsal; no NVIDIA GPU here: no nvidia-smi," \

@@ -82,6 +82,7 @@ class Plan:
     budget_s: float | None = None
     planned: int = 1  # launches every config gets (--glm5-launches N; 4 for an A/B block)
     rounds: int = 0  # extra launches a config may get while a series is unresolved (looks beyond the planned)
+    cover: int | None = None  # a schedule spreads the configs over this many nights (judge/schedule.py)
 
     @property
     def first_s(self) -> float:
@@ -106,6 +107,9 @@ class Plan:
         tail = f"{n} configs: {planned}; with up to {self.rounds} rounds each {hours(self.most_s)}"
         if self.budget_s is None:
             return [*out, tail + "; no budget (--glm5-budget 8h bounds the run)"]
+        if self.first_s > self.budget_s and self.cover:
+            return [*out, tail + f"; budget {hours(self.budget_s)}: more than a night, so the schedule below runs "
+                                 f"tonight's configs and judges every config at least every {self.cover} nights"]
         if self.first_s > self.budget_s:
             fit, spent = [], 0.0
             for c in self.costs:
@@ -228,6 +232,17 @@ class Night:
         if self.budget_s is not None:
             self.budget = Budget(self.budget_s, {c.config: c.night_s(self.planned) for c in costs})
         return self.plan
+
+    def tonight(self, run: Sequence[str], later: Mapping[str, str], tests: Mapping[str, Sequence[str]],
+                cover: int) -> dict[str, str]:
+        """The schedule's pick (judge/schedule.py): only `run` is charged to the budget; the rest are not run, and
+        say when they will be. Returns the skip reason of each test of theirs (`tests`: config -> test ids)."""
+        if self.plan is not None:
+            self.plan.cover = cover
+        if self.budget is not None:
+            self.budget.first = {k: v for k, v in self.budget.first.items() if k in run}
+        self.not_run.update({name: f"not tonight: {why}" for name, why in later.items()})
+        return {test: f"{name}: {self.not_run[name]}" for name in later for test in tests.get(name, ())}
 
     def cost(self, config: str) -> float | None:
         """One launch of the config as the plan prices it (None: not planned)."""

@@ -1,0 +1,99 @@
+"""The schedule (judge/schedule.py): tonight's configs within the budget by the history's priorities, known crashes
+weekly, the cover it gives; and the real suite's plan at 8 hours over two nights of history."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_glm5.judge.plan import ConfigCost
+from pytest_glm5.judge.schedule import Standing, cover, pick, standing_of
+
+ROOT = Path(__file__).resolve().parents[1]
+HOUR = 3600.0
+
+
+def _costs(*names: str, each: float = HOUR) -> list[ConfigCost]:
+    return [ConfigCost(n, 7, each * 0.6, each * 0.4, "assumed") for n in names]
+
+
+def test_tonight_goes_by_reference_then_never_judged_then_open_then_the_longest_waiting() -> None:
+    costs = _costs("ref", "old", "open", "new", "recent")
+    standing = {"ref": Standing("ref", 0), "old": Standing("old", 5), "open": Standing("open", 1, open=3),
+                "recent": Standing("recent", 1)}
+    t = pick(costs, 4 * HOUR, standing, references={"ref"})
+    assert t.run == ["ref", "old", "open", "new"]  # in the suite's order; "recent" waits
+    assert t.later == {"recent": "judged 1 night ago; next tomorrow (the longest waiting go first)"}
+    assert t.lines()[0] == "tonight: ref, old, open, new; every config judged at least every 2 nights at this budget"
+    # Everything fits: everything runs, nothing is said about a cover.
+    assert pick(costs, 10 * HOUR, standing).later == {} and pick(costs, 10 * HOUR, standing).lines() == [
+        "tonight: ref, old, open, new, recent"]
+    # A budget that one config's launches alone exceed: said so, not "tomorrow".
+    assert pick(_costs("big", each=9 * HOUR), 8 * HOUR, {}).later == {
+        "big": "its launches alone need 9.0 h of the 8.0 h budget"}
+
+
+def test_a_known_crash_runs_weekly() -> None:
+    costs = _costs("tp8", "crash")
+    weekly = pick(costs, 8 * HOUR, {"crash": Standing("crash", 2)}, known_crash={"crash"})
+    assert weekly.run == ["tp8"] and weekly.later["crash"] == ("a known crash, confirmed every 7 nights; judged 2 "
+                                                               "nights ago, next in 5 nights")
+    assert pick(costs, 8 * HOUR, {"crash": Standing("crash", 7)}, known_crash={"crash"}).run == ["tp8", "crash"]
+    assert pick(costs, 8 * HOUR, {}, known_crash={"crash"}).run == ["tp8", "crash"]  # never seen: see it once
+
+
+def test_the_cover_is_the_rotation_the_budget_allows() -> None:
+    costs = _costs(*(f"c{i}" for i in range(13)), each=0.8 * HOUR)  # 10.4 h in all
+    assert cover(costs, 8 * HOUR, references={"c0"}) == 2
+    # Three known crashes on their weekly cadence make room: the other ten fit one night (8.0 h).
+    assert cover(costs, 8 * HOUR, references={"c0"}, known_crash={"c1", "c2", "c3"}) == 1
+    assert cover(costs, 11 * HOUR) == 1 and cover(costs, 0.5 * HOUR) == 0
+
+
+def test_standing_comes_from_the_history() -> None:
+    runs = [{"time": "2026-12-01T23:00:00+00:00", "series": [{"config": "a", "verdict": "pass"}]},
+            {"time": "2026-12-03T23:00:00+00:00", "series": [{"config": "b", "verdict": "unresolved"},
+                                                             {"config": "b", "verdict": "pass"}]},
+            {"time": "not a time", "series": [{"config": "c", "verdict": "pass"}]}]
+    got = standing_of(runs, dt.date(2026, 12, 4))
+    assert got == {"a": Standing("a", 3, 0), "b": Standing("b", 1, 1)}
+
+
+def _plan(history: Path) -> list[str]:
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-m", "sm120", "--glm5-plan",
+                        "--glm5-hardware", "8x-rtx-pro-6000-blackwell-sm120", "--glm5-model-path=/models/GLM-5-NVFP4",
+                        "--glm5-budget", "8h", f"--glm5-history={history}"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    return [x[len("glm5: plan: "):] for x in p.stdout.splitlines() if x.startswith("glm5: plan: ")]
+
+
+@pytest.mark.slow
+def test_the_real_suite_fits_every_night_and_each_config_runs_within_two(tmp_path: Path) -> None:
+    history = tmp_path / "h"
+    first = _plan(history)
+    assert any("more than a night, so the schedule below runs tonight's configs and judges every config at least "
+               "every 2 nights" in x for x in first), first
+    tonight = next(x for x in first if x.startswith("tonight: "))[len("tonight: "):].split(";")[0].split(", ")
+    later = [x.split(" ")[2] for x in first if x.startswith("not tonight: ")]
+    assert "tp8" in tonight and later and not set(tonight) & set(later)
+    assert len(tonight) + len(later) == 13
+    # The first night ran: the history says so. Tomorrow the ones left wait longest, the known crashes wait a week.
+    store = history / "8x-rtx-pro-6000-blackwell-sm120" / "GLM-5-NVFP4.jsonl"
+    store.parent.mkdir(parents=True)
+    yesterday = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).isoformat()
+    store.write_text(json.dumps({"time": yesterday, "series": [
+        {"config": c, "scenario": "single-stream", "metric": "output_throughput", "value": 1.0, "verdict": "pass"}
+        for c in tonight]}) + "\n")
+    second = _plan(history)
+    again = next(x for x in second if x.startswith("tonight: "))[len("tonight: "):].split(";")[0].split(", ")
+    assert set(later) <= set(again) and "tp8" in again, second
+    crashes = {"tp8-trtllm", "ep8", "ep8-memsafe"}
+    assert not crashes & set(again) and all(
+        any(x.startswith(f"not tonight: {c} (a known crash, confirmed every 7 nights; judged 1 night ago, next in 6 "
+                         "nights)") for x in second) for c in crashes), second
