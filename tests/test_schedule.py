@@ -97,3 +97,33 @@ def test_the_real_suite_fits_every_night_and_each_config_runs_within_two(tmp_pat
     assert not crashes & set(again) and all(
         any(x.startswith(f"not tonight: {c} (a known crash, confirmed every 7 nights; judged 1 night ago, next in 6 "
                          "nights)") for x in second) for c in crashes), second
+
+
+@pytest.mark.slow
+def test_two_nights_through_pytest_each_config_in_turn(pytester: pytest.Pytester) -> None:
+    from plugin_helpers import said_lines, write_configs
+
+    write_configs(pytester, "[config.a]\nflags = {}\n[config.b]\nflags = {}\n[config.c]\nflags = {}\n")
+    pytester.makepyfile("""
+import pytest
+@pytest.mark.parametrize("cfg", [pytest.param(n, marks=pytest.mark.server_config(n)) for n in "abc"])
+def test_point(perf, cfg):
+    perf.check(perf.run("c1", concurrency=1, num_prompts=4, input_len=8, output_len=8), "c1", ["output_throughput"])
+""")
+    # Each config's launch is priced 2.5 min (a 30 s canary and 2 min a test assumed): 5 minutes fit one a night.
+    args = ("--glm5-budget", "5m", f"--glm5-history={pytester.path / 'h'}", "-p", "no:randomly", "-rs")
+    first = pytester.runpytest(*args)
+    assert first.ret == 0, first.stdout.str()[-3000:]
+    said_lines(first, ["glm5: plan: tonight: a; every config judged at least every 3 nights at this budget",
+                       "glm5: plan: not tonight: b (never judged here; next tomorrow (the longest waiting go first))",
+                       "glm5: plan: not tonight: c (never judged here; next in 2 nights (the longest waiting go "
+                       "first))"])
+    first.assert_outcomes(passed=1, skipped=2)
+    said_lines(first, ["PASSED: *2 configs not run (b, c: not tonight: never judged here*",
+                       "SKIPPED * b: not tonight: never judged here; next tomorrow*",
+                       "SKIPPED * c: not tonight: never judged here; next in 2 nights*"])
+    second = pytester.runpytest(*args)
+    said_lines(second, ["glm5: plan: tonight: b; *",
+                        "glm5: plan: not tonight: a (judged today; next in 2 nights (the longest waiting go first))",
+                        "glm5: plan: not tonight: c (never judged here; next tomorrow (the longest waiting go first))"])
+    second.assert_outcomes(passed=1, skipped=2)

@@ -78,42 +78,68 @@ class Tonight:
 
 
 def _ago(n: int | None) -> str:
-    return "never judged here" if n is None else "judged tonight already" if n == 0 else \
+    return "never judged here" if n is None else "judged today" if n == 0 else \
         f"judged {n} night{'s' if n != 1 else ''} ago"
+
+
+def _night(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, Standing], planned: int,
+           references: Collection[str], known_crash: Collection[str], crash_days: int) -> tuple[list[str], set[str]]:
+    """One night's pick: the configs that run, and the known crashes not due yet."""
+    rank = {c.config: i for i, c in enumerate(costs)}
+
+    def st(name: str) -> Standing:
+        return standing.get(name, Standing(name))
+
+    waiting = {c.config for c in costs if c.config in known_crash and (n := st(c.config).nights_ago) is not None
+               and n < crash_days}
+
+    def priority(c: ConfigCost) -> tuple[int, int, int]:
+        got = st(c.config)
+        tier = 0 if c.config in references else 1 if got.nights_ago is None else 2 if got.open else 3
+        return tier, -(got.nights_ago or 0), rank[c.config]
+
+    run, spent = [], 0.0
+    for c in sorted((c for c in costs if c.config not in waiting), key=priority):
+        if spent + c.night_s(planned) <= budget_s:
+            run.append(c.config)
+            spent += c.night_s(planned)
+    return [c.config for c in costs if c.config in run], waiting
 
 
 def pick(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, Standing], planned: int = 1,
          references: Collection[str] = (), known_crash: Collection[str] = (),
          crash_days: int = KNOWN_CRASH_DAYS) -> Tonight:
-    """Tonight's configs by priority while their planned launches fit `budget_s` (the order of `costs` breaks ties)."""
-    rank = {c.config: i for i, c in enumerate(costs)}
+    """Tonight's configs by priority while their planned launches fit `budget_s` (the order of `costs` breaks ties),
+    and when each other one runs: the nights after tonight are planned the same way, as if nothing were left open."""
+    rules = (planned, references, known_crash, crash_days)
+    run, waiting = _night(costs, budget_s, standing, *rules)
     later: dict[str, str] = {}
-    due = []
     for c in costs:
-        st = standing.get(c.config, Standing(c.config))
-        if c.config in known_crash and st.nights_ago is not None and st.nights_ago < crash_days:
-            later[c.config] = (f"a known crash, confirmed every {crash_days} nights; {_ago(st.nights_ago)}, next in "
-                               f"{crash_days - st.nights_ago} night{'s' if crash_days - st.nights_ago != 1 else ''}")
-        else:
-            due.append(c)
-
-    def priority(c: ConfigCost) -> tuple[int, int, int]:
-        st = standing.get(c.config, Standing(c.config))
-        tier = 0 if c.config in references else 1 if st.nights_ago is None else 2 if st.open else 3
-        return tier, -(st.nights_ago or 0), rank[c.config]
-
-    run, spent = [], 0.0
-    for c in sorted(due, key=priority):
-        cost = c.night_s(planned)
-        if spent + cost <= budget_s:
-            run.append(c.config)
-            spent += cost
-            continue
-        st = standing.get(c.config, Standing(c.config))
-        later[c.config] = (f"{_ago(st.nights_ago)}; next tomorrow (the longest waiting go first)" if spent else
-                           f"its launches alone need {hours(cost)} of the {hours(budget_s)} budget")
-    return Tonight([n for n in (c.config for c in costs) if n in run], dict(sorted(later.items(), key=lambda kv:
-                                                                                  rank[kv[0]])),
+        got = standing.get(c.config, Standing(c.config))
+        if c.config in waiting:
+            left = crash_days - (got.nights_ago or 0)
+            later[c.config] = (f"a known crash, confirmed every {crash_days} nights; {_ago(got.nights_ago)}, next in "
+                               f"{left} night{'s' if left != 1 else ''}")
+        elif c.config not in run and c.night_s(planned) > budget_s:
+            later[c.config] = f"its launches alone need {hours(c.night_s(planned))} of the {hours(budget_s)} budget"
+    ahead, tonight = dict(standing), run
+    for night in range(1, 2 * len(costs) + 1):  # the nights after tonight, until each config left has its turn
+        ahead = {c.config: Standing(c.config, 0 if c.config in tonight else None if (n := ahead.get(
+            c.config, Standing(c.config)).nights_ago) is None else n) for c in costs}
+        ahead = {k: Standing(k, None if v.nights_ago is None else v.nights_ago + 1) for k, v in ahead.items()}
+        tonight, _ = _night(costs, budget_s, ahead, *rules)
+        for name in tonight:
+            if name not in run and name not in later:
+                got = standing.get(name, Standing(name))
+                when = "tomorrow" if night == 1 else f"in {night} nights"
+                later[name] = f"{_ago(got.nights_ago)}; next {when} (the longest waiting go first)"
+        if all(c.config in run or c.config in later for c in costs):
+            break
+    for c in costs:
+        if c.config not in run and c.config not in later:
+            later[c.config] = f"not within {2 * len(costs)} nights at this budget: raise it or deselect configs"
+    rank = {c.config: i for i, c in enumerate(costs)}
+    return Tonight(run, dict(sorted(later.items(), key=lambda kv: rank[kv[0]])),
                    cover(costs, budget_s, planned, references, known_crash))
 
 
