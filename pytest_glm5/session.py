@@ -422,7 +422,7 @@ class Glm5Session:
             # Launches are what a night on the real box is made of: each config's count and load times.
             "launches": {c: {"launches": len(t), "load_s": t}
                          for c, t in (self.pool.load_s if self.pool is not None else {}).items()},
-            **self.tally.to_dict(), "not_run": self.night.not_run, "answers": self.answering.to_dict()}
+            **self.tally.to_dict(), **self.night.meta(), "answers": self.answering.to_dict()}
         if self.settings.shard is not None and self.shard_configs is not None:
             index, count = self.settings.shard
             out["shard"] = {"index": index, "count": count, "configs": self.shard_configs,

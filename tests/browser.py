@@ -42,6 +42,7 @@ class Opened:
     table_clipped: bool = False  # the verdict table's box hides rows behind a scroll bar
     legends: list[list[str]] = field(default_factory=list)  # each chart's series labels, in page order
     energy: list[str] = field(default_factory=list)  # the energy lines, as the page shows them
+    night: list[str] = field(default_factory=list)  # the night's lines under the headline (schedule, not run, budget)
 
     @property
     def outside(self) -> list[str]:
@@ -88,6 +89,8 @@ def open_page(path: Path, screenshot: Path | None = None, width: int = 1400, hei
                 "[...u.querySelectorAll('.u-legend .u-label')].map(l => l.textContent))")]
             out.energy = [str(x) for x in page.evaluate(
                 "() => [...document.querySelectorAll('ul.energy li')].map(l => l.innerText)")]
+            out.night = [str(x) for x in page.evaluate(
+                "() => [...document.querySelectorAll('ul.night li')].map(l => l.innerText)")]
         finally:
             browser.close()
     return out

@@ -130,3 +130,18 @@ def test_history_lines_keep_what_tomorrow_must_share(tmp_path: Path) -> None:
          "test": {"sample": {"build": "b", "workload": "w", "ref": "r"}}}]}
     [row] = history_rows(doc).values()
     assert {k: row["series"][0][k] for k in ("build", "workload", "ref")} == {"build": "b", "workload": "w", "ref": "r"}
+
+
+def test_a_series_tonights_looks_cannot_settle_asks_for_no_round() -> None:
+    assert decide.futile(Look(0.01, 1, 5), 2) is False  # 4 looks left reach 2 more launches
+    assert decide.futile(Look(0.01, 4, 5), 3) is True  # 1 left cannot reach 3
+    assert decide.futile(Look(0.01, 5, 5), 3) is False and decide.futile(Look(0.01, 1, 5), None) is False
+    # A wide reference and a change within the tolerance: the launches a pass needs are more than tonight's looks.
+    wide = [100.0 * (1 + 0.08 * ((i % 5) - 2) / 2) for i in range(6)]
+    bound = _bound(wide)
+    v = decide.against_reference("t", "s", "output_throughput", [98.0], [98.0], bound, {}, Look(0.01, 1, 3))
+    assert v.verdict == Kind.UNRESOLVED and v.stat.get("futile"), v.line()
+    assert v.note.endswith("no round is spent on it")
+    # A drop beyond the tolerance keeps its rounds: another launch may confirm it.
+    drop = decide.against_reference("t", "s", "output_throughput", [85.0], [85.0], bound, {}, Look(0.01, 1, 3))
+    assert drop.verdict == Kind.UNRESOLVED and not drop.stat.get("futile"), drop.line()

@@ -184,7 +184,9 @@ def test_unresolved_series_get_rounds_of_their_config(pytester: pytest.Pytester)
         assert v["verdict"] in ("unresolved", "regression"), v
         assert v["test"]["detectable"] > 0 and v["test"]["worst"] < 0
         if v["verdict"] == "unresolved" and "Benjamini-Hochberg" not in v["note"]:  # else: the family's downgrade
-            assert v["test"]["look"] == 3 and len(v["launches"]) == 3
+            # At its last look, or stopped where the looks left could not reach the launches it needs (futility).
+            assert (v["test"]["look"] == 3 and len(v["launches"]) == 3) or (
+                v["test"].get("futile") and v["note"].endswith("no round is spent on it")), v
             assert "rules out only a drop beyond" in v["note"], v["note"]
 
 

@@ -112,8 +112,20 @@ def test_point(perf, cfg):
 """)
     # Each config's launch is priced 2.5 min (a 30 s canary and 2 min a test assumed): 5 minutes fit one a night.
     args = ("--glm5-budget", "5m", f"--glm5-history={pytester.path / 'h'}", "-p", "no:randomly", "-rs")
-    first = pytester.runpytest(*args)
+    first = pytester.runpytest(*args, "--glm5-report", "r.json", "--glm5-html", "r.html")
     assert first.ret == 0, first.stdout.str()[-3000:]
+    run = json.loads((pytester.path / "r.json").read_text())["run"]
+    assert run["schedule"] == {"tonight": ["a"], "cover": 3, "later": {
+        "b": "never judged here; next tomorrow (the longest waiting go first)",
+        "c": "never judged here; next in 2 nights (the longest waiting go first)"}}
+    assert run["budget_s"] == 300.0 and run["not_run"]["c"].startswith("not tonight: ")
+    from browser import CHROMIUM, open_page
+
+    if Path(CHROMIUM).exists():  # the page shows the night under its headline (CI installs Chromium)
+        opened = open_page(pytester.path / "r.html")
+        assert opened.errors == [] and opened.night[0] == "tonight: a (every config judged at least every 3 nights)"
+        assert opened.night[1].startswith("b: not tonight: never judged here") and opened.night[-1].startswith(
+            "budget 5 min, "), opened.night
     said_lines(first, ["glm5: plan: tonight: a; every config judged at least every 3 nights at this budget",
                        "glm5: plan: not tonight: b (never judged here; next tomorrow (the longest waiting go first))",
                        "glm5: plan: not tonight: c (never judged here; next in 2 nights (the longest waiting go "

@@ -113,6 +113,13 @@ def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> t
     return f"{could}; {_more(n, c.n_new, tolerance, 'new launch')}", _to_add(n, c.n_new)
 
 
+def futile(look: Look, to_add: int | None) -> bool:
+    """Whether the looks left tonight cannot reach the launches a series needs: no round is spent on it (a history
+    carries its launches to the next night, which goes on from here); at the last look nothing is left to spend."""
+    left = look.looks - look.look
+    return to_add is not None and 0 < left < to_add
+
+
 def _to_add(n: int, have: int) -> int | None:
     """The launches still to add when `n` resolve a series and it has `have` (None: more than a night affords)."""
     return None if n > AFFORDABLE_LAUNCHES else max(1, n - have)
@@ -148,6 +155,12 @@ def against_reference(config: str, scenario: str, metric: str, samples: list[flo
         v.note, add = _needed(c, look, len(bound.launches), tolerance)
         if add is not None:
             v.stat["to_add"] = add  # the count the note states, for the plan to price without reading the note
+        if c.testable and not look.last and -c.gain <= tolerance and (add is None or futile(look, add)):
+            # A change within the tolerance that tonight's rounds cannot settle as a pass: no launch is spent on it
+            # (the note says what would decide it). A drop beyond it keeps its rounds: another launch may confirm it.
+            v.stat["futile"] = True
+            v.note += (f"; the {look.looks - look.look} looks left tonight cannot reach it" if add is not None else
+                       "") + ": no round is spent on it"
     return v
 
 

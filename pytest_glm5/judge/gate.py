@@ -383,13 +383,27 @@ class PerfGate:
                                 "--glm5-require-baselines)")
         # Unresolved: another launch may decide it. A regression seen on one launch only is confirmed on a second (a
         # host hiccup hits one measurement); requiring more evidence never raises the false-alarm rate.
-        undecided = any(v.stat and (v.verdict == Kind.UNRESOLVED
+        # A series tonight's looks cannot settle (futile: its note says what would) asks for none; a
+        # regression its own test found but the run-wide decision, as it stands, does not confirm asks for more.
+        undecided = any(v.stat and ((v.verdict == Kind.UNRESOLVED and not v.stat.get("futile"))
                                     or (v.verdict == Kind.REGRESSION and len(v.launches) < 2))
                         for v in out) and not look.last
+        undecided = (undecided or not self._confirmed(out)) and not look.last
         if self.strict and not undecided:
             failures += [v.line() + "; --glm5-strict-baselines fails what cannot be decided" for v in out
                          if v.verdict == Kind.UNRESOLVED]
         return Checked(out, failures, undecided)
+
+    def _confirmed(self, out: Sequence[Verdict]) -> bool:
+        """Whether the run-wide decision as it stands (Benjamini-Hochberg over every series judged so far) confirms
+        each regression among `out`: rounds follow the family decision, not each series' own test."""
+        mine = {(v.config, v.scenario, v.metric) for v in out if v.verdict == Kind.REGRESSION and v.stat}
+        if not mine or self.statistics.ab:
+            return True
+        others = [v for v in self.verdicts if (v.config, v.scenario, v.metric) not in
+                  {(o.config, o.scenario, o.metric) for o in out}]
+        fam = decide.family([*others, *out], self.statistics.alpha)
+        return all(v.verdict == Kind.REGRESSION for v in fam.verdicts if (v.config, v.scenario, v.metric) in mine)
 
     def record(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked) -> None:
         """Keep a scenario's final verdicts and results; judge the config against its compare_to config."""

@@ -210,6 +210,7 @@ class Night:
     not_run: dict[str, str] = field(default_factory=dict)  # config -> why the budget left it out
     recorded: dict[str, str] = field(default_factory=dict)  # config -> the launch cost --update-baselines wrote
     history: str | None = None  # --glm5-history: where earlier nights' launches carry from (judge/carry.py)
+    schedule: dict[str, Any] = field(default_factory=dict)  # tonight's pick, when the suite needs more than a night
 
     @classmethod
     def from_settings(cls, s: Settings) -> Night:
@@ -239,10 +240,17 @@ class Night:
         say when they will be. Returns the skip reason of each test of theirs (`tests`: config -> test ids)."""
         if self.plan is not None:
             self.plan.cover = cover
+        self.schedule = {"tonight": list(run), "later": dict(later), "cover": cover}
         if self.budget is not None:
             self.budget.first = {k: v for k, v in self.budget.first.items() if k in run}
         self.not_run.update({name: f"not tonight: {why}" for name, why in later.items()})
         return {test: f"{name}: {self.not_run[name]}" for name in later for test in tests.get(name, ())}
+
+    def meta(self) -> dict[str, Any]:
+        """What the run document keeps of the night: the configs not run and why, the schedule, the budget."""
+        return {"not_run": self.not_run, "schedule": self.schedule or None,
+                "budget_s": self.budget.limit_s if self.budget is not None else None,
+                "charged_s": self.budget.charged if self.budget is not None else None}
 
     def cost(self, config: str) -> float | None:
         """One launch of the config as the plan prices it (None: not planned)."""

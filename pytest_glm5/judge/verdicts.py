@@ -73,6 +73,7 @@ class Test(TypedDict, total=False):
     nights: int  # the nights its launches came from (judge/carry.py), tonight's included
     carried: int  # launches of earlier nights in the test
     suspect: bool  # one launch dropped beyond the tolerance: a second confirms or clears it
+    futile: bool  # the looks left tonight cannot reach the launches it needs: no round is spent on it
 
 
 @dataclass(frozen=True)

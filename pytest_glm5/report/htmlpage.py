@@ -52,7 +52,8 @@ def _compact_verdict(d: dict[str, Any]) -> dict[str, Any]:
             "k": b.get("kind"), "b": _r(b.get("value")), "verdict": d["verdict"], "ev": change_text(d),
             "note": d.get("note", ""), "tt": target_text(d), "vs": (d.get("test") or {}).get("against", ""),
             "n": count, "nw": "requests" if spread.get("requests") else "inter-token gaps" if count else None,
-            "ci": _r(spread.get("order_ci95")), "pc": _r(spread.get("pooled"))}
+            "ci": _r(spread.get("order_ci95")), "pc": _r(spread.get("pooled")),
+            "sp": 1 if (d.get("test") or {}).get("suspect") else 0}
 
 
 def _sweep(verdicts: Sequence[dict[str, Any]], config: str) -> list[dict[str, Any]]:

@@ -37,7 +37,16 @@
     ["workload changed", "warn"], ["emulator-bound", "warn"], ["client-bound", "warn"], ["too few requests", "warn"], ["throttled", "warn"], ["known cost", ""]];
   for (const [k, cls] of kinds) if (D.counts[k]) pills.append(el("span", { class: "pill " + cls, text: `${D.counts[k]} ${k}` }));
   if (D.crashes) pills.append(el("span", { class: "pill bad", text: `${D.crashes} crashed` }));
+  const suspects = D.verdicts.filter(v => v.sp).length;
+  if (suspects) pills.append(el("span", { class: "pill warn", text: `${suspects} suspect (one launch beyond the tolerance)` }));
   head.append(pills);
+  // The night: what the schedule ran, what waits and when, what the budget allowed.
+  const later = Object.entries(run.not_run || {});
+  const sched = run.schedule, hrs = s => s >= 3600 ? (s / 3600).toFixed(1) + " h" : Math.round(s / 60) + " min";
+  const night = [sched && `tonight: ${sched.tonight.join(", ")} (every config judged at least every ${sched.cover} nights)`,
+    ...later.map(([c, why]) => `${c}: ${why}`),
+    run.budget_s && `budget ${hrs(run.budget_s)}, ${hrs(run.charged_s || 0)} planned`].filter(Boolean);
+  if (night.length) head.append(el("ul", { class: "night" }, ...night.map(x => el("li", { text: x }))));
 
   // --- verdict table, regressions first (the order comes sorted)
   const vs = document.getElementById("verdicts");
