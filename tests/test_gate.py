@@ -178,6 +178,12 @@ def test_unresolved_series_get_rounds_of_their_config(pytester: pytest.Pytester)
     result = pytester.runpytest("--glm5-sim-slowdown", "0.8", *noisy, "--glm5-max-repeats", "3",
                                 "--glm5-report", "report.json")
     assert result.ret in (0, 1)
+    verdicts = report(pytester)["verdicts"]
+    if all(v["test"].get("futile") for v in verdicts):
+        # A first launch drawn fast (a 2-sigma draw at CV 10%, about 1 run in 40) rules out the 20% drop itself at
+        # 95%; nothing two more looks could settle, so no round is spent, and the notes say so (issue 31's futility).
+        assert _launches(pytester)["t"] == 1 and all(v["note"].endswith("no round is spent on it") for v in verdicts)
+        return
     said_lines(result, ["glm5: t: round 2 (2 scenarios unresolved): a new launch measures c1, c2"])
     assert 2 <= _launches(pytester)["t"] <= 3
     for v in report(pytester)["verdicts"]:

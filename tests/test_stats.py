@@ -245,3 +245,12 @@ def test_an_ab_line_gives_each_threshold_once_on_the_rules_own_interval() -> Non
     assert "not DIFFERENT (" in line and "per-arm launch" in line
     assert lo < -0.05  # the interval it shows is the one that keeps it from SAME
     assert "change (98% CI)" in verdict_table([v])[1]
+
+
+def test_a_references_spread_is_judged_by_its_upper_bound() -> None:
+    from pytest_glm5.judge.stats import cv_upper
+
+    # Two launches that agree by luck (the H200's 35.0 and 34.0 tok/s: CV 2%) bound the spread near 8% at 80%.
+    assert cv_upper(0.02, 2) == pytest.approx(0.0789, abs=1e-3)
+    assert cv_upper(0.02, 12) < cv_upper(0.02, 4) < cv_upper(0.02, 2) and cv_upper(0.02, 12) > 0.02
+    assert cv_upper(0.02, 1) == float("inf") and cv_upper(0.0, 5) == 0.0

@@ -26,7 +26,7 @@ from . import carry, decide
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key, read_once
 from .decide import Look, per_launch
 from .provenance import Provenance
-from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
+from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, cv_upper, order_ci
 from .verdicts import NOT_JUDGED, WORKLOAD_KEYS, Bound, Kind, Test, Verdict, threshold
 
 
@@ -427,7 +427,8 @@ class PerfGate:
             slack = 0.0 if higher_is_better(metric) else store.latency_slack_ms()
             tolerance = bound.threshold(geometric_mean(values)) if bound is not None else \
                 threshold(store.default_tolerance(), slack, geometric_mean(values))
-            cv = log_cv(values)
+            # The reference's spread by its upper bound, not its estimate: recording does not stop on luck.
+            cv = cv_upper(log_cv(values), len(values))
             n = decide.to_resolve(cv, tolerance, len(values))
             if n is None or n > looks:
                 return True
