@@ -19,11 +19,11 @@ prompt 2 'b' at token 1: 6 expected, 9 got"
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..digests import digest
 
 MIN_LAUNCHES = 5
 MAX_TOKENS = 32
@@ -52,7 +52,7 @@ PROMPTS: tuple[str, ...] = (
 def asked_id(prompts: Sequence[str] = PROMPTS, max_tokens: int = MAX_TOKENS) -> str:
     """What the canary asks, as a short digest recorded with its reference: replies to other prompts (or lengths)
     are never compared with them."""
-    return hashlib.sha256(json.dumps([list(prompts), max_tokens]).encode()).hexdigest()[:12]
+    return digest([list(prompts), max_tokens])
 
 
 Pieces = Sequence[Any]  # a reply as token ids (SGLang) or words (an OpenAI-style server)

@@ -8,7 +8,8 @@ updated): those start a new sample, and the line says why. Looks are counted acr
 across them, never reset by a new evening), and what was decided stays decided: a confirmed regression fails every
 night until the build changes or the baselines are updated; a pass needs no more launches until the build changes.
 Nights whose figures were not the build's (invalid, throttled, client- or emulator-bound, another workload) add
-nothing and break nothing.
+nothing and break nothing. A sample that spent its looks undecided ends there; the next night starts a new one (the
+history line says `restart`).
 
     >>> runs = [{"time": "2026-12-01", "series": [dict(config="t", scenario="s", metric="m", build="b1",
     ...          ref="r", workload="w", launches=[98.0], verdict="unresolved")]},
@@ -22,23 +23,19 @@ nothing and break nothing.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..digests import digest
 from .verdicts import Kind
+
+__all__ = ["Prior", "Sample", "digest", "prior_of"]
 
 # What an earlier night may leave a series: its launches go on (unresolved, suspect), or it was decided.
 OPEN = (Kind.UNRESOLVED,)  # a suspect is an unresolved series whose one launch dropped
 DECIDED = (Kind.PASS, Kind.REGRESSION, Kind.IMPROVEMENT)
 SAMPLE_LOOKS = 5  # looks a sample may take across nights (one a launch; alpha is spent over them)
-
-
-def digest(value: Any) -> str:
-    """A short, stable digest of a workload or a reference (what must match for launches to pool)."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -94,4 +91,6 @@ def prior_of(runs: Sequence[Mapping[str, Any]], key: tuple[str, str, str], sampl
         values = [float(x) for x in entry.get("launches") or [] if isinstance(x, int | float) and x > 0]
         launches[:0] = values
         nights, since = nights + 1, when
+        if entry.get("restart"):
+            break  # an earlier sample spent its looks undecided: this night began the present one
     return Prior(tuple(launches), nights, since)
