@@ -250,13 +250,13 @@ class Glm5Session:
         if self.settings.shard is not None:
             self.tally.watch(self.tally.watched & {item.nodeid for item in kept_items})
         plan = self.night.make_plan([self.cost_of(name, len(ids)) for name, ids in groups.items()])
-        said = [self.night.carries()]
-        s = self.settings
+        said, s = [self.night.carries()], self.settings
         if s.history and s.budget and plan.first_s > s.budget and not any(a.startswith("-k") for a in self.args):
             # More than a night: tonight's configs by the history's priorities (-k picks them by hand instead).
             runs = for_run(Path(s.history), set(self._filed({n: configs[n] for n in groups}).values()))
             tonight = for_suite(plan.costs, s.budget, runs, plan.planned, configs, dt.datetime.now(dt.UTC).date())
-            out.skips |= self.night.tonight(tonight.run, tonight.later, groups, tonight.cover)
+            out.skips |= self.night.tonight(tonight, groups)
+            out.order = plain + [nodeid for name in tonight.order(list(groups)) for nodeid in groups[name]]
             said += tonight.lines()
         if self.worker is None and plan.costs:
             for line in [*plan.lines(), *said]:

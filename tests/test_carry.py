@@ -64,15 +64,36 @@ def test_tonights_launches_join_the_earlier_nights_and_the_looks_count_across_th
     assert v.stat["n_new"] == 3 and v.stat["look"] == 3 and v.stat["carried"] == 2 and v.stat["nights"] == 3
     assert v.launches == [90.0]  # the history keeps tonight's own; the test used all three
     assert v.verdict == Kind.REGRESSION and "new launches over 3 nights" in v.line(), v.line()
-    spent = _judge([90.0], Prior(tuple([90.0] * 5), nights=5, since="d1"))
-    assert spent.verdict == Kind.UNRESOLVED and spent.note.startswith("its 5 looks were spent over 5 nights since d1")
+    spent = _judge([99.0], Prior(tuple([97.0] * 5), nights=5, since="d1"))
+    assert spent.verdict == Kind.PASS and spent.stat["restart"] and spent.stat["n_new"] == 1, spent.stat
+    assert spent.note.startswith("its 5 looks were spent over 5 nights since d1 without a decision") and \
+        spent.note.endswith("a new sample starts tonight")
+    # The history marks where the new sample began: the next night pools from there, not from d1.
+    runs = [night("d1", "unresolved", [97.0] * 5), {"time": "d6", "series": [
+        {**night("d6", "unresolved", [99.0])["series"][0], "restart": True}]}, night("d7", "unresolved", [98.0])]
+    assert prior_of(runs, KEY, SAMPLE).launches == (99.0, 98.0)
 
 
 def test_one_launch_cannot_confirm_a_drop_it_is_a_suspect() -> None:
     v = _judge([88.0], Prior())
-    assert v.verdict == Kind.UNRESOLVED and v.stat["suspect"] and v.stat["to_add"] == 1
-    assert v.note.startswith("suspect: one launch shows -12.") and "a second launch confirms or clears it" in v.note
+    assert v.verdict == Kind.UNRESOLVED and v.stat["suspect"] and v.stat["to_add"] == decide.SUSPECT_LAUNCHES == 3
+    assert v.note.startswith("suspect: one launch shows -12.") and "3 more launches confirm or clear it" in v.note
     assert _judge([88.0, 89.0], Prior()).verdict == Kind.REGRESSION  # two launches do
+
+
+def test_a_drop_beyond_the_tolerance_that_is_not_likely_is_no_suspect() -> None:
+    # Against a reference of CV 5%, one launch 6% low is beyond the 5% tolerance, but p is about 0.13: at a launch
+    # CV near the tolerance one launch in six of unchanged code does that, and a suspect costs launches.
+    wide = [100.0 * (1 + 0.05 * z) for z in (-1.5, -1, -0.5, 0, 0.5, 1, 1.5, 0, -1, 1, -0.5, 0.5)]
+    at = Look(0.01, 1, 5)
+    v = decide.carried(decide.against_reference("t", "s", "output_throughput", [94.0], [94.0], _bound(wide), {}, at),
+                       Prior(), lambda pooled, lk: pytest.fail("nothing to pool"), at)
+    assert v.verdict == Kind.UNRESOLVED and v.stat["p_worse"] > decide.SUSPECT_P and "suspect" not in v.stat
+
+
+def test_a_new_build_starts_a_new_sample_and_the_line_says_why() -> None:
+    v = _judge([99.0], Prior(broke="the build changed since d3"))
+    assert v.verdict == Kind.PASS and v.note == "the build changed since d3: a new sample starts tonight"
 
 
 def test_what_was_decided_stays_decided_until_the_build_changes() -> None:
@@ -130,6 +151,12 @@ def test_history_lines_keep_what_tomorrow_must_share(tmp_path: Path) -> None:
          "test": {"sample": {"build": "b", "workload": "w", "ref": "r"}}}]}
     [row] = history_rows(doc).values()
     assert {k: row["series"][0][k] for k in ("build", "workload", "ref")} == {"build": "b", "workload": "w", "ref": "r"}
+    assert "launched" not in row and "suspect" not in row["series"][0]
+    # A suspect keeps the launches it asked for, and the configs launched that night are kept, measured or not.
+    doc["run"]["launched"] = ["crash", "t"]
+    doc["verdicts"][0]["test"] |= {"suspect": True, "to_add": 3}
+    [row] = history_rows(doc).values()
+    assert row["launched"] == ["crash", "t"] and row["series"][0]["suspect"] and row["series"][0]["to_add"] == 3
 
 
 def test_a_series_tonights_looks_cannot_settle_asks_for_no_round() -> None:
@@ -145,3 +172,18 @@ def test_a_series_tonights_looks_cannot_settle_asks_for_no_round() -> None:
     # A drop beyond the tolerance keeps its rounds: another launch may confirm it.
     drop = decide.against_reference("t", "s", "output_throughput", [85.0], [85.0], bound, {}, Look(0.01, 1, 3))
     assert drop.verdict == Kind.UNRESOLVED and not drop.stat.get("futile"), drop.line()
+
+
+def test_with_a_history_only_a_drop_asks_for_a_round_tonight(tmp_path: Path) -> None:
+    from pytest_glm5.judge.gate import PerfGate
+
+    at = Look(0.01, 1, 5)
+    within = decide.against_reference("t", "s", "output_throughput", [96.0], [96.0], _bound(REF), {}, at)
+    beyond = _judge([93.0], Prior())
+    assert within.verdict == beyond.verdict == Kind.UNRESOLVED and "futile" not in within.stat
+    nightly = PerfGate(tmp_path)
+    carrying = PerfGate(tmp_path, history=lambda hardware, model: [])
+    # Alone, any unresolved series asks for a round; with a history, one within the tolerance waits for its
+    # config's next night (that launch comes anyway), while a drop beyond it is confirmed or cleared tonight.
+    assert nightly.undecided([within], at) and not carrying.undecided([within], at)
+    assert carrying.undecided([beyond], at) and not carrying.undecided([beyond], Look(0.01, 5, 5))

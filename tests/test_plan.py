@@ -100,6 +100,20 @@ def test_a_budget_keeps_the_first_launches_of_configs_not_yet_run() -> None:
     assert late.begin("b") == "budget 25 min: 17 min planned so far, its launches need about 17 min; not run"
 
 
+def test_the_launches_a_schedule_gives_are_drawn_by_rounds_and_optional_configs_yield_theirs() -> None:
+    # "s" was given 2 launches beyond its first (a suspect's), charged when it begins; "o" is optional.
+    b = Budget(4000.0, {"s": 3000.0, "o": 1000.0}, prepaid={"s": 2000.0}, optional={"o"})
+    assert b.begin("s") is None and b.charged == 3000.0
+    assert b.round("s", 1000.0) is None and b.charged == 3000.0  # drawn from what it was given
+    # Its second given launch is not spent (the suspect cleared): the next config's start returns it.
+    assert b.begin("o") is None and b.charged == 3000.0 and b.prepaid == {}
+    # An optional config's time may go to a round of what an earlier config found; it then does not run.
+    c = Budget(2500.0, {"a": 1000.0, "o": 1000.0}, optional={"o"})
+    assert c.begin("a") is None and c.round("a", 1000.0) is None
+    assert c.begin("o") == ("budget 42 min: 33 min planned so far, its launches need about 17 min; not run "
+                            "(tonight's rounds took its time; the schedule runs it on a later night)")
+
+
 
 
 def test_plan_prints_and_launches_nothing(pytester: pytest.Pytester) -> None:

@@ -115,7 +115,7 @@ def test_point(perf, cfg):
     first = pytester.runpytest(*args, "--glm5-report", "r.json", "--glm5-html", "r.html")
     assert first.ret == 0, first.stdout.str()[-3000:]
     run = json.loads((pytester.path / "r.json").read_text())["run"]
-    assert run["schedule"] == {"tonight": ["a"], "cover": 3, "later": {
+    assert run["schedule"] == {"tonight": ["a"], "cover": 3, "extra": {}, "optional": [], "later": {
         "b": "never judged here; next tomorrow (the longest waiting go first)",
         "c": "never judged here; next in 2 nights (the longest waiting go first)"}}
     assert run["budget_s"] == 300.0 and run["not_run"]["c"].startswith("not tonight: ")
@@ -139,3 +139,41 @@ def test_point(perf, cfg):
                         "glm5: plan: not tonight: a (judged today; next in 2 nights (the longest waiting go first))",
                         "glm5: plan: not tonight: c (never judged here; next tomorrow (the longest waiting go first))"])
     second.assert_outcomes(passed=1, skipped=2)
+
+
+def test_what_is_due_runs_before_what_is_open_so_the_cover_holds() -> None:
+    # Four configs of an hour at 3 hours: a rotation of 2 nights. "late" was judged 2 nights ago; every other
+    # config left series open. The cover wins: "late" runs, and one open config waits.
+    costs = _costs("ref", "a", "b", "late")
+    standing = {"ref": Standing("ref", 1), "a": Standing("a", 1, open=4), "b": Standing("b", 1, open=2),
+                "late": Standing("late", 2)}
+    t = pick(costs, 3 * HOUR, standing, references={"ref"})
+    assert t.cover == 2 and t.run == ["ref", "a", "late"], t
+
+
+def test_a_suspect_gets_the_launches_it_asked_for_and_the_optional_configs_run_last() -> None:
+    costs = _costs("ref", "sus", "stale", "open", "rest", "r2", "r3", "r4")  # 8 h of first launches
+    standing = {"ref": Standing("ref", 1), "sus": Standing("sus", 1, open=1, wants=3),
+                "stale": Standing("stale", 1, stale=True), "open": Standing("open", 1, open=2),
+                **{n: Standing(n, 1) for n in ("rest", "r2", "r3", "r4")}}
+    t = pick(costs, 7 * HOUR, standing, references={"ref"})
+    # 1 h the reference, 4 h the suspect's config (its launch and the 3 it asked for), 1 h the config not judged
+    # since a newer build arrived, 1 h an open one; the rest wait (each was judged last night: none is due).
+    assert t.cover == 2 and t.run == ["ref", "sus", "stale", "open"] and t.extra == {"sus": 3}, t
+    assert t.lines()[0].startswith("tonight: ref, sus (+3 launches for what it left open), stale, open; ")
+    assert t.optional == ["open"] and t.order(["open", "ref", "sus"]) == ["ref", "sus", "open"]
+    # Less room: the suspect gets what fits before a config that is merely stale runs.
+    tight = pick(costs, 4 * HOUR, standing, references={"ref"})
+    assert tight.run == ["ref", "sus"] and tight.extra == {"sus": 2}, tight
+
+
+def test_standing_knows_launches_that_measured_nothing_suspects_and_stale_builds() -> None:
+    runs = [{"time": "2026-12-01", "series": [{"config": "a", "verdict": "pass", "build": "b1"},
+                                              {"config": "b", "verdict": "pass", "build": "b1"}]},
+            {"time": "2026-12-02", "launched": ["crash", "a"],
+             "series": [{"config": "a", "verdict": "unresolved", "build": "b2", "suspect": True, "to_add": 3},
+                        {"config": "a", "verdict": "unresolved", "build": "b2"}]}]
+    got = standing_of(runs, dt.date(2026, 12, 4))
+    assert got["crash"] == Standing("crash", 2)  # a known crash measured nothing, yet it ran that night
+    assert got["a"] == Standing("a", 2, open=2, wants=3)
+    assert got["b"] == Standing("b", 3, stale=True)  # judged on b1; b2 has arrived since

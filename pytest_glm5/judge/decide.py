@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from ..metrics import geometric_mean, higher_is_better, summarize_repeats
+from ..metrics import geometric_mean, higher_is_better, log_cv, summarize_repeats
 from .carry import Prior
 from .stats import (
     Comparison,
     ab_decision,
     benjamini_hochberg,
     compare,
+    cv_upper,
     detectable_drop,
     launches_needed,
     spent,
@@ -35,6 +36,12 @@ AB_TOLERANCE = 0.02  # the practical threshold of an A/B without baselines: a sm
 # A GLM-5 launch costs 10-50 minutes: past this many (about a night at 30 minutes each) advice to add launches
 # cannot be followed, and the verdict says so.
 AFFORDABLE_LAUNCHES = 16
+# The launches a suspect asks of its config's next night: one confirms or clears it alone, but a confirmation must
+# also hold across a run's hundred-odd series (Benjamini-Hochberg); scripts/simulate_nights.py measured the count.
+SUSPECT_LAUNCHES = 3
+# A launch beyond the tolerance is a suspect only if a drop is also likely (p below this): at a launch CV near the
+# tolerance one launch in six of unchanged code lies beyond it, and every config would ask for launches every night.
+SUSPECT_P = 0.05
 
 
 @dataclass(frozen=True)
@@ -45,11 +52,12 @@ class Look:
     look: int = 1
     looks: int = 1
     effect: float = 0.05
+    early: bool = False  # the looks are nights (a history): Pocock-type spending (stats.spent)
 
     @property
     def level(self) -> float:
-        """This look's alpha (O'Brien-Fleming-type spending)."""
-        return spent(self.alpha, self.look, self.looks)
+        """This look's alpha (O'Brien-Fleming-type spending; Pocock-type where the looks are nights)."""
+        return spent(self.alpha, self.look, self.looks, self.early)
 
     @property
     def last(self) -> bool:
@@ -94,6 +102,14 @@ def to_resolve(cv: float, tolerance: float, n_ref: int | None) -> int | None:
     """New launches (per arm for an A/B) after which an unchanged series reads "pass" at this tolerance with 80%
     probability; None: the reference is too small for any count."""
     return launches_needed(cv, tolerance, 1 - PASS_CONFIDENCE, n_ref, power=0.8)
+
+
+def reference_short(values: Sequence[float], tolerance: float, looks: int) -> bool:
+    """Recording: whether these launch values (two or more) are still too few to be a reference that resolves
+    `tolerance` within `looks` new launches. The spread counts at its 80% upper bound, not its estimate: two
+    launches that agree by luck do not stop the recording."""
+    n = to_resolve(cv_upper(log_cv(values), len(values)), tolerance, len(values))
+    return n is None or n > looks
 
 
 def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> tuple[str, int | None]:
@@ -185,15 +201,21 @@ def carried(alone: Verdict, prior: Prior, rejudge: Callable[[list[float], Look],
         v.note = f"passed on {prior.decided_on} with this build, yet tonight's launch dropped: {v.note}"
         return v
     if not prior.launches or not alone.stat:
-        return _suspect(alone)
+        v = _suspect(alone)
+        if prior.broke and v.stat:  # the line says why tonight's launches stand alone
+            v.note = f"{prior.broke}: a new sample starts tonight" + (f"; {v.note}" if v.note else "")
+        return v
     n_prior = len(prior.launches)
     if n_prior >= look.looks:
-        v = replace(alone, verdict=Kind.UNRESOLVED, stat=cast(Test, {**alone.stat, "nights": prior.nights + 1}))
+        # A sequential test that spent its looks ends undecided; a new one starts with tonight's launches (its own
+        # alpha, its own looks), so that a drop arriving later is still found, and the history marks where.
+        v = _suspect(alone)
+        v.stat["restart"] = True
         v.note = (f"its {look.looks} looks were spent over {prior.nights} nights since {prior.since} without a "
-                  "decision: record a larger reference (--update-baselines --glm5-launches 5) or judge a wider "
-                  "tolerance")
+                  "decision (a larger reference resolves it sooner: --update-baselines --glm5-launches 5); a new "
+                  f"sample starts tonight" + (f": {v.note}" if v.note else ""))
         return v
-    at = Look(look.alpha, min(n_prior + look.look, look.looks), look.looks, look.effect)
+    at = replace(look, look=min(n_prior + look.look, look.looks))
     v = rejudge([*prior.launches, *tonight], at)
     v.launches = tonight  # the history keeps each night's own launches; the test used all of them
     v.stat["nights"], v.stat["carried"] = prior.nights + 1, n_prior
@@ -201,17 +223,20 @@ def carried(alone: Verdict, prior: Prior, rejudge: Callable[[list[float], Look],
 
 
 def _suspect(v: Verdict) -> Verdict:
-    """One launch cannot confirm a drop (a slow launch moves every metric of a config): a regression from one
-    launch is a suspect, unresolved, which a second launch confirms or clears."""
+    """One launch cannot confirm a drop (a slow launch moves every metric of a config): a drop beyond the tolerance
+    on one launch that is likely (p below SUSPECT_P) is a suspect, unresolved, which more launches confirm or
+    clear."""
     st = v.stat
     if v.verdict not in (Kind.REGRESSION, Kind.UNRESOLVED) or not st or int(st.get("n_new", 2)) >= 2 \
             or -float(st.get("gain", 0.0)) <= float(st.get("tolerance", 0.0)):
         return v
-    stat = cast(Test, {**v.stat, "suspect": True, "to_add": 1})
+    if v.verdict == Kind.UNRESOLVED and float(st.get("p_worse", 1.0)) >= SUSPECT_P:
+        return v
+    stat = cast(Test, {**v.stat, "suspect": True, "to_add": SUSPECT_LAUNCHES})
     return replace(v, verdict=Kind.UNRESOLVED, stat=stat,
                    note=f"suspect: one launch shows {v.stat['change'] * 100:+.1f}% (p {v.stat['p_worse']:.2g}), beyond "
-                        f"the {v.stat['tolerance'] * 100:g}% tolerance; a second launch confirms or clears it (a round "
-                        "tonight if the budget allows, else the config's next night)")
+                        f"the {v.stat['tolerance'] * 100:g}% tolerance; {SUSPECT_LAUNCHES} more launches confirm or "
+                        "clear it (rounds tonight if the budget allows, else first on the config's next night)")
 
 
 def _nightly(c: Comparison, tolerance: float, level: float) -> str:

@@ -15,7 +15,6 @@ from ..metrics import (
     geometric_mean,
     higher_is_better,
     latency_family,
-    log_cv,
     percentile,
     quantile_of,
     requests_needed,
@@ -26,8 +25,11 @@ from . import carry, decide
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key, read_once
 from .decide import Look, per_launch
 from .provenance import Provenance
-from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, cv_upper, order_ci
+from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
 from .verdicts import NOT_JUDGED, WORKLOAD_KEYS, Bound, Kind, Test, Verdict, threshold
+
+# Where a series' looks span nights (a history), alpha is spent early (Pocock-type): scripts/simulate_nights.py
+EARLY_SPENDING = True
 
 
 def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
@@ -253,9 +255,10 @@ class PerfGate:
         history the nightly's looks count across nights, so a sample has at least carry.SAMPLE_LOOKS of them."""
         st = self.statistics
         looks = self.per_night()
-        if self.history is not None and not st.ab:
+        nights = self.history is not None and not st.ab
+        if nights:
             looks = max(looks, carry.SAMPLE_LOOKS)
-        return Look(st.alpha, min(look, looks), looks, st.effect)
+        return Look(st.alpha, min(look, looks), looks, st.effect, early=nights and EARLY_SPENDING)
 
     def judge(self, config: str, scenario: str, results: Sequence[BenchResult], metrics: Sequence[str] | None,
               provenance: Provenance, look: int = 1) -> Checked:
@@ -306,7 +309,7 @@ class PerfGate:
         return next((v for v in reversed(self.verdicts)
                      if (v.config, v.scenario, v.metric) == (config, scenario, metric)), None)
 
-    def _against_reference(self, config: str, scenario: str, metric: str, samples: list[float], tonight: list[float],
+    def against_reference(self, config: str, scenario: str, metric: str, samples: list[float], tonight: list[float],
                            bound: Bound, provenance: Provenance, look: Look) -> Verdict:
         """Tonight's launches with the earlier nights' of the same sample (build, workload, reference), one
         sequential test whose looks count across nights; a verdict an earlier night reached stands."""
@@ -347,7 +350,7 @@ class PerfGate:
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
                 v.launches = per_launch(samples, labels)
             else:
-                v = self._against_reference(config, scenario, metric, samples, per_launch(samples, labels), bound,
+                v = self.against_reference(config, scenario, metric, samples, per_launch(samples, labels), bound,
                                             provenance, look)
             tolerance = bound.threshold() if bound is not None else store.default_tolerance()
             starved = client(metric, tolerance) if client is not None and not ab else None
@@ -385,14 +388,31 @@ class PerfGate:
         # host hiccup hits one measurement); requiring more evidence never raises the false-alarm rate.
         # A series tonight's looks cannot settle (futile: its note says what would) asks for none; a
         # regression its own test found but the run-wide decision, as it stands, does not confirm asks for more.
-        undecided = any(v.stat and ((v.verdict == Kind.UNRESOLVED and not v.stat.get("futile"))
-                                    or (v.verdict == Kind.REGRESSION and len(v.launches) < 2))
-                        for v in out) and not look.last
-        undecided = (undecided or not self._confirmed(out)) and not look.last
+        undecided = self.undecided(out, look)
         if self.strict and not undecided:
             failures += [v.line() + "; --glm5-strict-baselines fails what cannot be decided" for v in out
                          if v.verdict == Kind.UNRESOLVED]
         return Checked(out, failures, undecided)
+
+    def undecided(self, out: Sequence[Verdict], look: Look) -> bool:
+        """Whether another launch of the config tonight may decide one of these verdicts: a series left unresolved
+        that tonight's looks can still settle (a futile one's note says what would; with a history only a drop
+        beyond the tolerance), a regression seen on one launch, or one the run-wide decision as it stands does not
+        confirm; never at the last look."""
+        carries = self.history is not None and not self.statistics.ab
+
+        def wants(v: Verdict) -> bool:
+            if not v.stat:
+                return False
+            if v.verdict == Kind.REGRESSION:
+                return int(v.stat.get("n_new", len(v.launches))) < 2
+            if v.verdict != Kind.UNRESOLVED or v.stat.get("futile"):
+                return False
+            # With a history, a series within the tolerance waits for its config's next night (that launch comes
+            # anyway); a drop beyond it is confirmed or cleared tonight while the budget allows.
+            return not carries or -float(v.stat.get("gain", 0.0)) > float(v.stat.get("tolerance", 0.0))
+
+        return not look.last and (any(wants(v) for v in out) or not self._confirmed(out))
 
     def _confirmed(self, out: Sequence[Verdict]) -> bool:
         """Whether the run-wide decision as it stands (Benjamini-Hochberg over every series judged so far) confirms
@@ -427,10 +447,7 @@ class PerfGate:
             slack = 0.0 if higher_is_better(metric) else store.latency_slack_ms()
             tolerance = bound.threshold(geometric_mean(values)) if bound is not None else \
                 threshold(store.default_tolerance(), slack, geometric_mean(values))
-            # The reference's spread by its upper bound, not its estimate: recording does not stop on luck.
-            cv = cv_upper(log_cv(values), len(values))
-            n = decide.to_resolve(cv, tolerance, len(values))
-            if n is None or n > looks:
+            if decide.reference_short(values, tolerance, looks):
                 return True
         return False
 

@@ -23,7 +23,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..metrics import log_cv
 from ..settings import Settings
@@ -140,22 +140,34 @@ class Budget:
     first: Mapping[str, float]  # config -> its planned launches' cost
     charged: float = 0.0
     begun: set[str] = field(default_factory=set)
+    prepaid: dict[str, float] = field(default_factory=dict)  # config -> rounds the schedule gave it, charged at begin
+    # Configs the schedule added only because they fit (judged recently, nothing open): a round of what tonight
+    # found may take their time; they run on a later night.
+    optional: set[str] = field(default_factory=set)
 
     def begin(self, config: str) -> str | None:
         """Before a config's first launch: why it may not start (None: it may, and its launches are charged)."""
         if config in self.begun:
             return None
+        for done in [n for n in self.prepaid if n != config]:
+            self.charged -= self.prepaid.pop(done)  # a config before it left launches it was given unspent
         cost = self.first.get(config, 0.0)
         if self.charged + cost > self.limit_s:
+            gave = " (tonight's rounds took its time; the schedule runs it on a later night)" \
+                if config in self.optional else ""
             return (f"budget {hours(self.limit_s)}: {hours(self.charged)} planned so far, its launches need about "
-                    f"{hours(cost)}; not run")
+                    f"{hours(cost)}; not run{gave}")
         self.begun.add(config)
         self.charged += cost
         return None
 
     def round(self, config: str, cost_s: float) -> str | None:
         """Before a round: why it may not run (None: it may, and it is charged)."""
-        keep = sum(cost for name, cost in self.first.items() if name not in self.begun and name != config)
+        if config in self.begun and self.prepaid.get(config, 0.0) >= cost_s * 0.999:
+            self.prepaid[config] -= cost_s  # the schedule gave it these launches: charged with its first
+            return None
+        keep = sum(cost for name, cost in self.first.items() if name not in self.begun and name != config
+                   and name not in self.optional)
         if self.charged + cost_s + keep > self.limit_s:
             return (f"budget {hours(self.limit_s)}: {hours(self.charged)} spent, a round costs about {hours(cost_s)}"
                     + (f" and {hours(keep)} is kept for the configs not yet run" if keep else ""))
@@ -191,6 +203,16 @@ def config_cost(name: str, tests: int, stored: Mapping[str, Any] | None, modeled
     load, source = modeled if modeled is not None else (ASSUMED_LOAD_S, "assumed (none recorded here)")
     return ConfigCost(name, tests, load, ASSUMED_MEASURE_S_PER_TEST * tests,
                       f"load {source}, {hours(ASSUMED_MEASURE_S_PER_TEST)} a test assumed{also}", canary, accuracy)
+
+
+class Picked(Protocol):
+    """A schedule's pick of tonight's configs (judge/schedule.py Tonight), as the night reads it."""
+
+    run: list[str]
+    later: dict[str, str]
+    cover: int
+    extra: dict[str, int]
+    optional: list[str]
 
 
 @dataclass
@@ -234,21 +256,29 @@ class Night:
             self.budget = Budget(self.budget_s, {c.config: c.night_s(self.planned) for c in costs})
         return self.plan
 
-    def tonight(self, run: Sequence[str], later: Mapping[str, str], tests: Mapping[str, Sequence[str]],
-                cover: int) -> dict[str, str]:
-        """The schedule's pick (judge/schedule.py): only `run` is charged to the budget; the rest are not run, and
-        say when they will be. Returns the skip reason of each test of theirs (`tests`: config -> test ids)."""
+    def tonight(self, pick: Picked, tests: Mapping[str, Sequence[str]]) -> dict[str, str]:
+        """The schedule's pick (judge/schedule.py Tonight): only its `run` is charged to the budget, each with the
+        launches beyond the planned it was given (`extra`: for what it left open; its rounds draw on them); the rest
+        are not run, and say when they will be; `optional` ones give their time to rounds of what tonight finds.
+        Returns the skip reason of each test of theirs (`tests`: config -> test ids)."""
+        run, later, cover, extra, optional = pick.run, pick.later, pick.cover, dict(pick.extra), pick.optional
         if self.plan is not None:
             self.plan.cover = cover
-        self.schedule = {"tonight": list(run), "later": dict(later), "cover": cover}
+        self.schedule = {"tonight": list(run), "later": dict(later), "cover": cover, "extra": extra,
+                         "optional": list(optional)}
         if self.budget is not None:
             self.budget.first = {k: v for k, v in self.budget.first.items() if k in run}
+            self.budget.optional = set(optional)
+            for name, more in extra.items():
+                each = self.cost(name) or 0.0
+                self.budget.first = {**self.budget.first, name: self.budget.first.get(name, 0.0) + more * each}
+                self.budget.prepaid[name] = more * each
         self.not_run.update({name: f"not tonight: {why}" for name, why in later.items()})
         return {test: f"{name}: {self.not_run[name]}" for name in later for test in tests.get(name, ())}
 
     def meta(self) -> dict[str, Any]:
         """What the run document keeps of the night: the configs not run and why, the schedule, the budget."""
-        return {"not_run": self.not_run, "schedule": self.schedule or None,
+        return {"not_run": self.not_run, "schedule": self.schedule or None, "launched": sorted(self.tests_run),
                 "budget_s": self.budget.limit_s if self.budget is not None else None,
                 "charged_s": self.budget.charged if self.budget is not None else None}
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..configs import ServerConfig
@@ -35,42 +35,64 @@ KNOWN_CRASH_DAYS = 7  # a known crash is confirmed weekly: every night it would 
 @dataclass(frozen=True)
 class Standing:
     """What the history says of one config: nights since it was last judged (None: never), the series that night left
-    unresolved or suspect."""
+    unresolved or suspect, and the launches its suspects asked for (those that confirm or clear them)."""
 
     config: str
     nights_ago: int | None = None
     open: int = 0
+    wants: int = 0
+    stale: bool = False  # last judged on another build than the newest the history has measured
 
 
 def standing_of(runs: Sequence[Mapping[str, Any]], today: dt.date) -> dict[str, Standing]:
     """Each config's standing from the history's runs (oldest first): its last night and what that night left open."""
     out: dict[str, Standing] = {}
+    built: dict[str, str] = {}  # config -> the build it was last judged on
+    newest = ""
     for run in runs:
         try:
             when = dt.date.fromisoformat(str(run.get("time", ""))[:10])
         except ValueError:
             continue
-        by: dict[str, int] = {}
         for s in run.get("series") or []:
-            by.setdefault(str(s.get("config")), 0)
-            by[str(s.get("config"))] += s.get("verdict") == Kind.UNRESOLVED
-        for config, left in by.items():
-            out[config] = Standing(config, max(0, (today - when).days), left)
-    return out
+            if s.get("build"):
+                newest = built[str(s.get("config"))] = str(s["build"])
+        # A config launched that night counts as run even when it measured nothing (a known crash).
+        by: dict[str, list[int]] = {str(c): [0, 0] for c in run.get("launched") or []}
+        for s in run.get("series") or []:
+            got = by.setdefault(str(s.get("config")), [0, 0])
+            if s.get("verdict") == Kind.UNRESOLVED:
+                got[0] += 1
+                if s.get("suspect"):
+                    got[1] = max(got[1], int(s.get("to_add") or 1))
+        for config, (left, wants) in by.items():
+            out[config] = Standing(config, max(0, (today - when).days), left, wants)
+    # A config not judged since a new build arrived is where a drop it brought shows first: it runs before the rest.
+    return {k: replace(v, stale=k in built and built[k] != newest) for k, v in out.items()}
 
 
 @dataclass
 class Tonight:
-    """The night's pick: the configs that run, why each other does not and when it will, and the cover."""
+    """The night's pick: the configs that run, the launches beyond the planned that each is given for its open series,
+    why each other does not run and when it will, and the cover."""
 
     run: list[str]
     later: dict[str, str] = field(default_factory=dict)
     cover: int = 1  # every config is judged at least every `cover` nights at this budget
+    extra: dict[str, int] = field(default_factory=dict)
+    optional: list[str] = field(default_factory=list)  # run last; a round of what tonight finds may take their time
+
+    def order(self, names: Sequence[str]) -> list[str]:
+        """`names` in run order for tonight: the optional configs last, so that what the others find can still get
+        its rounds tonight."""
+        return sorted(names, key=lambda n: n in self.optional)
 
     def lines(self) -> list[str]:
-        """`tonight: tp8, b, c; not tonight: a (judged 1 night ago; next tomorrow ...); every config judged at least
-        every 2 nights`."""
-        head = f"tonight: {', '.join(self.run) or 'none'}"
+        """`tonight: tp8, b (+3 launches for what it left open), c; not tonight: a (judged 1 night ago; next tomorrow
+        ...); every config judged at least every 2 nights`."""
+        names = [f"{n} (+{self.extra[n]} launch{'es' if self.extra[n] != 1 else ''} for what it left open)"
+                 if self.extra.get(n) else n for n in self.run]
+        head = f"tonight: {', '.join(names) or 'none'}"
         out = [head + (f"; every config judged at least every {self.cover} nights at this budget"
                        if self.later else "")]
         out += [f"not tonight: {name} ({why})" for name, why in self.later.items()]
@@ -82,37 +104,79 @@ def _ago(n: int | None) -> str:
         f"judged {n} night{'s' if n != 1 else ''} ago"
 
 
-def _night(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, Standing], planned: int,
-           references: Collection[str], known_crash: Collection[str], crash_days: int) -> tuple[list[str], set[str]]:
-    """One night's pick: the configs that run, and the known crashes not due yet."""
+@dataclass(frozen=True)
+class _Rules:
+    planned: int
+    references: Collection[str]
+    known_crash: Collection[str]
+    crash_days: int
+    cover: int
+    most: int  # launches beyond the planned a config may be given for its open series
+
+
+def _night(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, Standing], rules: _Rules
+           ) -> tuple[list[str], set[str], dict[str, int], list[str]]:
+    """One night's pick: the configs that run, the known crashes not due yet, the extra launches given, and the
+    configs that need not run tonight (optional: not due, no suspect; a round of what tonight finds may take their
+    time).
+
+    In this order, each while it fits: the references, configs never judged, and configs that would otherwise wait
+    longer than the cover; configs with a suspect, then the launches their suspects asked for (a confirmation is
+    the night's best use of the box); configs not judged since a newer build arrived (where a drop it brought shows
+    first); then configs with open series and the longest waiting."""
     rank = {c.config: i for i, c in enumerate(costs)}
 
     def st(name: str) -> Standing:
         return standing.get(name, Standing(name))
 
-    waiting = {c.config for c in costs if c.config in known_crash and (n := st(c.config).nights_ago) is not None
-               and n < crash_days}
+    waiting = {c.config for c in costs if c.config in rules.known_crash and (n := st(c.config).nights_ago) is not None
+               and n < rules.crash_days}
 
-    def priority(c: ConfigCost) -> tuple[int, int, int]:
+    def priority(c: ConfigCost) -> tuple[int, int, int, int]:
         got = st(c.config)
-        tier = 0 if c.config in references else 1 if got.nights_ago is None else 2 if got.open else 3
-        return tier, -(got.nights_ago or 0), rank[c.config]
+        due = got.nights_ago is not None and rules.cover > 0 and got.nights_ago >= rules.cover \
+            and c.config not in rules.known_crash
+        tier = 0 if c.config in rules.references else 1 if got.nights_ago is None else 2 if due else \
+            3 if got.wants and got.open else 4 if got.stale else 5 if got.open else 6
+        return tier, -got.wants, -(got.nights_ago or 0), rank[c.config]
 
-    run, spent = [], 0.0
-    for c in sorted((c for c in costs if c.config not in waiting), key=priority):
-        if spent + c.night_s(planned) <= budget_s:
-            run.append(c.config)
-            spent += c.night_s(planned)
-    return [c.config for c in costs if c.config in run], waiting
+    order = sorted((c for c in costs if c.config not in waiting), key=priority)
+    given: dict[str, int] = {}  # config -> its launches tonight
+    spent = 0.0
+
+    def give(c: ConfigCost, launches: int) -> bool:
+        nonlocal spent
+        have = given.get(c.config, 0)
+        if launches <= have or spent - c.night_s(have) + c.night_s(launches) > budget_s:
+            return False
+        spent += c.night_s(launches) - c.night_s(have)
+        given[c.config] = launches
+        return True
+
+    for c in order:
+        if priority(c)[0] <= 3:
+            give(c, rules.planned)
+    for c in order:  # a suspect's launches: as many as it asked for that fit
+        got = st(c.config)
+        more = min(got.wants, rules.most) if got.open else 0
+        while more > 0 and not give(c, rules.planned + more):
+            more -= 1
+    for c in order:
+        give(c, rules.planned)
+    extra = {name: n - rules.planned for name, n in given.items() if n > rules.planned}
+    optional = [c.config for c in costs if given.get(c.config) == rules.planned and priority(c)[0] > 4]
+    return [c.config for c in costs if c.config in given], waiting, extra, optional
 
 
 def pick(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, Standing], planned: int = 1,
          references: Collection[str] = (), known_crash: Collection[str] = (),
-         crash_days: int = KNOWN_CRASH_DAYS) -> Tonight:
-    """Tonight's configs by priority while their planned launches fit `budget_s` (the order of `costs` breaks ties),
-    and when each other one runs: the nights after tonight are planned the same way, as if nothing were left open."""
-    rules = (planned, references, known_crash, crash_days)
-    run, waiting = _night(costs, budget_s, standing, *rules)
+         crash_days: int = KNOWN_CRASH_DAYS, most: int = 3) -> Tonight:
+    """Tonight's configs by priority while their launches fit `budget_s` (the order of `costs` breaks ties), and
+    when each other one runs: the nights after tonight are planned the same way, as if nothing were left open.
+    `most`: launches beyond the planned a config with open series may be given."""
+    rules = _Rules(planned, references, known_crash, crash_days,
+                   cover(costs, budget_s, planned, references, known_crash), most)
+    run, waiting, extra, optional = _night(costs, budget_s, standing, rules)
     later: dict[str, str] = {}
     for c in costs:
         got = standing.get(c.config, Standing(c.config))
@@ -124,10 +188,12 @@ def pick(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, St
             later[c.config] = f"its launches alone need {hours(c.night_s(planned))} of the {hours(budget_s)} budget"
     ahead, tonight = dict(standing), run
     for night in range(1, 2 * len(costs) + 1):  # the nights after tonight, until each config left has its turn
-        ahead = {c.config: Standing(c.config, 0 if c.config in tonight else None if (n := ahead.get(
-            c.config, Standing(c.config)).nights_ago) is None else n) for c in costs}
-        ahead = {k: Standing(k, None if v.nights_ago is None else v.nights_ago + 1) for k, v in ahead.items()}
-        tonight, _ = _night(costs, budget_s, ahead, *rules)
+        # A night on, in one pass: tonight's configs judged a night ago and nothing left open, the others a night
+        # older than they were.
+        ahead = {c.config: Standing(c.config, 1) if c.config in tonight else
+                 Standing(c.config, None if (n := ahead.get(c.config, Standing(c.config)).nights_ago) is None
+                          else n + 1) for c in costs}
+        tonight = _night(costs, budget_s, ahead, rules)[0]
         for name in tonight:
             if name not in run and name not in later:
                 got = standing.get(name, Standing(name))
@@ -139,8 +205,7 @@ def pick(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, St
         if c.config not in run and c.config not in later:
             later[c.config] = f"not within {2 * len(costs)} nights at this budget: raise it or deselect configs"
     rank = {c.config: i for i, c in enumerate(costs)}
-    return Tonight(run, dict(sorted(later.items(), key=lambda kv: rank[kv[0]])),
-                   cover(costs, budget_s, planned, references, known_crash))
+    return Tonight(run, dict(sorted(later.items(), key=lambda kv: rank[kv[0]])), rules.cover, extra, optional)
 
 
 def cover(costs: Sequence[ConfigCost], budget_s: float, planned: int = 1, references: Collection[str] = (),

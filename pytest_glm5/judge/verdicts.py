@@ -74,6 +74,7 @@ class Test(TypedDict, total=False):
     carried: int  # launches of earlier nights in the test
     suspect: bool  # one launch dropped beyond the tolerance: a second confirms or clears it
     futile: bool  # the looks left tonight cannot reach the launches it needs: no round is spent on it
+    restart: bool  # an earlier sample spent its looks undecided: a new one starts with these launches
 
 
 @dataclass(frozen=True)

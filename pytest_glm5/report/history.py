@@ -25,6 +25,7 @@ from typing import Any
 from filelock import FileLock
 
 from ..judge.baselines import model_key
+from ..judge.verdicts import Kind
 from ..textfiles import SHARED_MODE
 
 SUFFIX = ".jsonl"
@@ -50,15 +51,25 @@ def history_rows(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
             continue
         rec = out.setdefault((hardware, model), {
             "time": run.get("time"), "commit": prov.get("commit") or run.get("commit"),
-            "build": prov.get("build") or run.get("build", ""), "hardware": hardware, "model": model, "series": []})
-        # What tomorrow's launches must share to pool with tonight's (judge/carry.py): build, workload, reference.
-        sample = (v.get("test") or {}).get("sample") or {}
-        rec["series"].append({"config": v["config"], "scenario": v["scenario"], "metric": v["metric"],
-                              "value": v["measured"], "samples": v.get("samples") or [],
-                              "launches": v.get("launches") or [], "verdict": v["verdict"],
-                              "bound": (v.get("bound") or {}).get("value"),
-                              "target": (v.get("bound") or {}).get("target"), **sample})
+            "build": prov.get("build") or run.get("build", ""), "hardware": hardware, "model": model,
+            # Every config launched tonight, measured or not (a known crash measures nothing): the schedule's
+            # record of when each config last ran (judge/schedule.py).
+            **({"launched": list(run["launched"])} if run.get("launched") else {}), "series": []})
+        rec["series"].append(series_entry(v))
     return out
+
+
+def series_entry(v: dict[str, Any]) -> dict[str, Any]:
+    """A verdict of the run document (judge.verdicts.verdict_doc) as its history line keeps it: the figure, its
+    launches, the verdict, and what tomorrow's launches must share to pool with tonight's (judge/carry.py)."""
+    sample = (v.get("test") or {}).get("sample") or {}
+    return {"config": v["config"], "scenario": v["scenario"], "metric": v["metric"], "value": v["measured"],
+            "samples": v.get("samples") or [], "launches": v.get("launches") or [], "verdict": v["verdict"],
+            "bound": (v.get("bound") or {}).get("value"), "target": (v.get("bound") or {}).get("target"), **sample,
+            # A suspect and the launches it asked for: tomorrow's schedule gives them (judge/schedule.py).
+            **({"suspect": True, "to_add": test.get("to_add") or 1} if v["verdict"] == Kind.UNRESOLVED and
+               (test := v.get("test") or {}).get("suspect") else {}),
+            **({"restart": True} if (v.get("test") or {}).get("restart") else {})}
 
 
 def append(root: Path, doc: dict[str, Any], lock_timeout: float = 60.0) -> list[Path]:
