@@ -61,6 +61,7 @@ HARDWARE = "8x-rtx-pro-6000-blackwell-sm120"
 MODEL = "/models/GLM-5-NVFP4"
 REHEARSAL = ROOT / "baselines" / "sim-glm5-sm120-x0.01" / "GLM-5-NVFP4.toml"
 SHARED = 0.7  # the share of a series' launch-to-launch variance that the launch gives every series of its config
+BASE = "base"  # the build the references were recorded with, and every night's until the patch
 WORKLOAD = {"scenario": "simulated"}  # one workload for every night: nothing breaks a sample but the build
 
 
@@ -132,7 +133,7 @@ def record(box: Box, config: str, series: Sequence[tuple[str, str]], tolerance: 
                                     for v in values.values()):
             break
     return {s: Bound(s[1], "floor" if higher_is_better(s[1]) else "ceiling", geometric_mean(v), tolerance,
-                     launches=tuple(v)) for s, v in values.items()}
+                     launches=tuple(v), build=BASE) for s, v in values.items()}
 
 
 @dataclass
@@ -235,7 +236,7 @@ def history(seed: int, cv: float, drop: float, costs: Sequence[ConfigCost], conf
     for k in range(1, n_nights + 1):
         if k == drop_night:
             box.slow[dropped] = drop
-        build = "patched" if k >= drop_night else "base"
+        build = "patched" if k >= drop_night else BASE
         nights.append(night(box, costs, configs, series, refs, runs, start + dt.timedelta(days=k), build,
                             budget_s, alpha, alone))
     out = History(nights, dropped, drop_night)

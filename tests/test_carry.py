@@ -187,3 +187,26 @@ def test_with_a_history_only_a_drop_asks_for_a_round_tonight(tmp_path: Path) -> 
     # config's next night (that launch comes anyway), while a drop beyond it is confirmed or cleared tonight.
     assert nightly.undecided([within], at) and not carrying.undecided([within], at)
     assert carrying.undecided([beyond], at) and not carrying.undecided([beyond], Look(0.01, 5, 5))
+
+
+def test_later_nights_of_the_references_build_grow_it_once_another_build_is_judged(tmp_path: Path) -> None:
+    from pytest_glm5.judge.carry import digest as dg
+    from pytest_glm5.judge.gate import PerfGate
+    from pytest_glm5.judge.provenance import Provenance
+
+    bound = Bound("output_throughput", "floor", 95.0, 0.05, launches=tuple(REF), build="b0")
+    ref = dg([list(bound.launches), bound.tolerance, bound.value])
+    runs = [night("d1", "pass", [100.2], build="b0", ref=ref), night("d2", "unresolved", [99.8], build="b0", ref=ref),
+            night("d3", "invalid", [150.0], build="b0", ref=ref),  # not the build's figure: adds nothing
+            night("d4", "pass", [99.0], build="b0", ref="another reference")]
+    gate = PerfGate(tmp_path, history=lambda hardware, model: runs)
+
+    def judged(build: str) -> Any:
+        prov = Provenance("hw", "m", "", "sim", "", build=build, workload={})
+        return gate.against_reference("t", "s", "output_throughput", [95.0], [95.0], bound, prov, gate.look(1))
+
+    patched = judged("b1")
+    assert patched.stat["n_ref"] == 14 and patched.bound is bound, patched.stat
+    assert patched.stat["against"] == "14 reference launches (12 recorded, 2 of later nights of its build)"
+    # Tonight's build is the reference's: its own nights would be tested against themselves; nothing is added.
+    assert judged("b0").stat["n_ref"] == 12

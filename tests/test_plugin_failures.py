@@ -172,8 +172,8 @@ def test_no_orphan_after_interrupts(pytester: pytest.Pytester, sig: int, when: s
     pytester.makepyfile(LONG_LOAD)
     # A stop that must escalate to SIGKILL takes --glm5-stop-timeout (60 s by default, the test's own wait): 10 s
     # bounds the run, so what is asserted is the orphan, not a race between two 60 s clocks.
-    args = ["-k", "launch"] if when == "server" else ["-k", "load", "--glm5-sim-time-scale", "0.1",
-                                                      "--glm5-sim-startup-s", "1", "--glm5-stop-timeout", "10"]
+    args = ["-k", "launch", "--glm5-stop-timeout", "10"] if when == "server" else [
+        "-k", "load", "--glm5-sim-time-scale", "0.1", "--glm5-sim-startup-s", "1", "--glm5-stop-timeout", "10"]
     rc = _run_and_signal(pytester, model, sig, when, *args)
     assert rc != 0
     assert_no_server_left(model, wait=5.0)

@@ -246,7 +246,7 @@ class BaselineStore:
                      tuple(float(x) for x in entry.get("launches", [])),
                      float(entry["target"]) if "target" in entry else None,
                      tuple(float(x) for x in entry.get("cdf", [])),
-                     _power_of(entry.get("provenance")))
+                     _power_of(entry.get("provenance")), str((entry.get("provenance") or {}).get("build", "")))
 
     def widened(self) -> list[str]:
         """`config.scenario.metric` of each entry whose tolerance was widened from noise (ignored: the default

@@ -67,6 +67,25 @@ def _changed(entry: Mapping[str, Any], sample: Sample) -> str:
     return ""
 
 
+def grown(runs: Sequence[Mapping[str, Any]], key: tuple[str, str, str], ref: str, build: str) -> tuple[float, ...]:
+    """The launches later nights made of the reference's own build against the same reference (oldest first): once
+    a new build is judged, they join the recorded launches, a larger reference at no cost (none while tonight's build
+    is the reference's: a test of a sample against itself proves nothing). Figures that were not the build's add
+    nothing.
+
+        >>> grown([{"series": [dict(config="t", scenario="s", metric="m", build="b0", ref="r", launches=[99.0],
+        ...                         verdict="pass")]}], ("t", "s", "m"), "r", "b0")
+        (99.0,)
+    """
+    out: list[float] = []
+    for run in runs:
+        for s in run.get("series") or []:
+            if (s.get("config"), s.get("scenario"), s.get("metric")) == key and str(s.get("build", "")) == build \
+                    and str(s.get("ref", "")) == ref and s.get("verdict") in (*OPEN, *DECIDED):
+                out += [float(x) for x in s.get("launches") or [] if isinstance(x, int | float) and x > 0]
+    return tuple(out)
+
+
 def prior_of(runs: Sequence[Mapping[str, Any]], key: tuple[str, str, str], sample: Sample) -> Prior:
     """The evidence earlier runs (oldest first, as the history holds them) leave this series tonight."""
     launches: list[float] = []

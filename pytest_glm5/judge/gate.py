@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -230,12 +230,13 @@ class PerfGate:
 
     def prior(self, provenance: Provenance, key: tuple[str, str, str], sample: carry.Sample) -> carry.Prior:
         """What earlier nights in the history leave this series (judge/carry.py); nothing without a history."""
-        if self.history is None:
-            return carry.Prior()
+        return carry.prior_of(self._runs_of(provenance), key, sample) if self.history is not None else carry.Prior()
+
+    def _runs_of(self, provenance: Provenance) -> Sequence[Mapping[str, Any]]:
         where = (provenance.hardware, provenance.model)
         if where not in self._runs:
-            self._runs[where] = self.history(*where)
-        return carry.prior_of(self._runs[where], key, sample)
+            self._runs[where] = self.history(*where) if self.history is not None else []
+        return self._runs[where]
 
     def store(self, hardware: str, model: str) -> tuple[Path, BaselineStore]:
         """The store of this hardware and model (read once per run)."""
@@ -315,14 +316,27 @@ class PerfGate:
         sequential test whose looks count across nights; a verdict an earlier night reached stands."""
         sample = carry.Sample(provenance.build, carry.digest(provenance.workload),
                               carry.digest([list(bound.launches), bound.tolerance, bound.value]))
-        prior = self.prior(provenance, (config, scenario, metric), sample)
-        alone = decide.against_reference(config, scenario, metric, samples, tonight, bound, provenance.workload,
-                                         look)
+        key = (config, scenario, metric)
+        prior = self.prior(provenance, key, sample)
+        more = self.grown(provenance, key, sample.ref, bound) if bound.build != provenance.build else ()
+        used = replace(bound, launches=(*bound.launches, *more))
+        alone = decide.against_reference(config, scenario, metric, samples, tonight, used, provenance.workload, look)
         v = decide.carried(alone, prior, lambda pooled, at: decide.against_reference(
-            config, scenario, metric, samples, pooled, bound, provenance.workload, at), look)
+            config, scenario, metric, samples, pooled, used, provenance.workload, at), look)
+        v.bound = bound  # what the file holds; the test's reference is in its stat
         if v.stat:
             v.stat["sample"] = {"build": sample.build, "workload": sample.workload, "ref": sample.ref}
+            if more:
+                v.stat["against"] = (f"{len(used.launches)} reference launches ({len(bound.launches)} recorded, "
+                                     f"{len(more)} of later nights of its build)")
         return v
+
+    def grown(self, provenance: Provenance, key: tuple[str, str, str], ref: str, bound: Bound) -> tuple[float, ...]:
+        """Launches later nights made of the reference's build against it (judge/carry.py grown); none without a
+        history or a recorded build."""
+        if self.history is None or not bound.build:
+            return ()
+        return carry.grown(self._runs_of(provenance), key, ref, bound.build)
 
     def _judge(self, config: str, scenario: str, values: dict[str, list[float]], labels: list[str],
                arms: list[str], store: BaselineStore, path: Path, provenance: Provenance, look: Look,
