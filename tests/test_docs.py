@@ -161,6 +161,18 @@ def test_the_readmes_plan_figures_are_the_plans() -> None:
            "configs fit in 8 hours" in said
 
 
+def test_the_readmes_night_figures_are_the_simulations() -> None:
+    # The README quotes the simulated nights; the table in docs/night.md is what scripts/simulate_nights.py printed.
+    said = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]]
+            for r in (ROOT / "docs" / "night.md").read_text(encoding="utf-8").splitlines() if r.startswith("| ")}
+    worst = max(float(rows[cv][2]) for cv in ("2%", "5%", "10%"))
+    assert rows["2%"][0] == rows["5%"][0] == rows["10%"][0] == "0" and "no night went over budget" in said
+    assert f"false regressions stayed at {worst:g} per 100 nights at most" in said
+    assert f"within 2 nights in {rows['2%'][4].split()[0]} of histories at a launch-to-launch CV of 2%" in said
+    assert f"within 3 nights in {rows['5%'][4].split()[0]} at CV 5%" in said
+
+
 def test_the_gpu_wheel_list_covers_the_packages_dependencies() -> None:
     # httptools was missing from docs/gpu.md's list while the plugin imports it at load (plugin -> load.client ->
     # transport): the GPU check failed on the image.
