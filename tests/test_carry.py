@@ -132,8 +132,10 @@ def test_three_nights_one_history_the_evidence_carries(pytester: pytest.Pytester
     v = next(v for v in doc["verdicts"] if v["scenario"] == "c1")
     assert v["test"]["n_new"] == 2 and v["test"]["carried"] == 1 and v["test"]["nights"] == 2, v["test"]
     assert v["verdict"] == "regression" and third.ret == 1, third.stdout.str()[-3000:]
-    said_lines(third, ["  t c1 output_throughput * 2 vs 6 launches, new launches over 2 nights (t-test at alpha *, "
-                       "look 2 of 5; *): regression"])
+    # Night 1's launch of the reference's own build joins the 6 recorded launches (carry.grown).
+    said_lines(third, ["  t c1 output_throughput * vs 7 reference launches (6 recorded, 1 of later nights of its "
+                       "build): * 2 vs 7 launches, new launches over 2 nights (t-test at alpha *, look 2 of 5; *): "
+                       "regression"])
     assert doc["run"]["launches"]["t"]["launches"] == 1  # no round inside the night
     store = next((pytester.path / "h").rglob("*.jsonl"))
     lines = [json.loads(x) for x in store.read_text().splitlines()]

@@ -208,12 +208,14 @@ def test_the_canary_holds_on_a_real_engine_and_catches_a_changed_model_file(pyte
     rec = pytester.runpytest(*args, "--update-baselines", "--glm5-launches", "5")
     assert rec.ret == 0, rec.stdout.str()[-3000:]
     said_lines(rec, ["  small: answers recorded in tiny.answers.json (canary: * reference launches)"])
-    same = pytester.runpytest(*args)
+    # One launch a check: what is asserted is the canary, and a CPU-noisy CI box may leave the speed unresolved and
+    # ask for rounds (3 launches, "held on 3 of 3").
+    same = pytester.runpytest(*args, "--glm5-max-repeats", "1")
     assert same.ret == 0, same.stdout.str()[-3000:]
     said_lines(same, ["  small: canary held on 1 of 1 launches: canary: 16 of 16 prompts agree on their first * words "
                       "(rule from * reference launches)"])
     write_gguf(model, seed=1)  # other weights under the same name: the model key and the baselines still match
-    other = pytester.runpytest(*args)
+    other = pytester.runpytest(*args, "--glm5-max-repeats", "1")
     assert other.ret == 1
     said_lines(other, ["FAILED: faster, but wrong: 1 config answered wrong (small: canary failed: *"])
     assert llama_procs(model) == []

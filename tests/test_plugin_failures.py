@@ -143,8 +143,11 @@ def test_load(bench):
 
 def _run_and_signal(pytester: pytest.Pytester, model: str, sig: int, wait_for: str, *args: str) -> int:
     """Start pytest in a subprocess, wait for `wait_for` (a server, or the load), send `sig`, wait for its end."""
+    # SIGINT as a terminal sends it: a shell that started this run in the background (nohup cmd &) leaves SIGINT
+    # ignored, the child inherits that, Python then installs no KeyboardInterrupt handler, and the signal is lost.
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=pytester.path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if wait_for == "server" and servers_of(model):
