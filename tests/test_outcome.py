@@ -123,8 +123,11 @@ def test_point(perf, c):
         entry["launches"] = [round(floor * f, 4) for f in (0.7, 1.3, 0.8, 1.25, 0.75, 1.0, 1.2, 0.9)]
     path.write_text(tomlkit.dumps(doc))
     open_ = pytester.runpytest("--glm5-max-repeats", "1", "-k", "not test_crash", *OUTPUTS)
-    assert outcome_agrees(open_, pytester.path).startswith("PASSED: no regression; 2 series: 0 decided, 2 not (2 "
-                                                            "unresolved)")
+    # Neither decided: unresolved, or client-bound where a loaded CI box kept the client from its CPU (the gate
+    # must say so rather than judge the server); either way the run passes and every output says the same.
+    undecided = outcome_agrees(open_, pytester.path)
+    assert re.fullmatch(r"PASSED: no regression; 2 series: 0 decided, 2 not \((2 unresolved|1 client-bound, 1 "
+                        r"unresolved)\)", undecided), undecided
     path.write_text(saved)
     # three launches of the slowed build: on 2 vs 2 such a drop can meet its look's alpha and miss the run's line
     slow = pytester.runpytest("--glm5-sim-slowdown", "0.3", "--glm5-launches", "3", *OUTPUTS)
