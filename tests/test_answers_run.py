@@ -52,7 +52,9 @@ def test_the_plan_prices_the_checks_this_box_timed(pytester: pytest.Pytester) ->
 @pytest.mark.slow
 def test_a_fast_and_wrong_build_fails_and_is_never_recorded(pytester: pytest.Pytester) -> None:
     _recorded(pytester)
-    ok = pytester.runpytest(*ASK, *OUTPUTS)
+    # One launch: what is held is the canary; a noisy CI box may leave the speed unresolved and its round would
+    # read "held on 2 of 2".
+    ok = pytester.runpytest("--glm5-max-repeats", "1", *ASK, *OUTPUTS)
     assert outcome_agrees(ok, pytester.path).startswith("PASSED: no regression")
     said_lines(ok, ["  t: canary held on 1 of 1 launches: canary: 16 of 16 prompts agree on their first * tokens (rule "
                     "from 5 reference launches)",
