@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import gc
-import json
 import logging
 import math
 import os
@@ -20,7 +19,6 @@ import sys
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -30,8 +28,10 @@ from aiohttp import web
 from .. import __version__
 from ..spec.sglang import VERSION as SGLANG_VERSION
 from ..spec.sglang import gpus_needed
-from .answers import Answers, token_id
+from . import sse
+from .answers import Answers
 from .args import parse_args, sglang_args
+from .chat import Reasoning, handle_chat
 from .engine import AsyncEngine, Scheduler, SimRequest, Step
 from .profile import Model, ProfileError, load_profile, resolve
 
@@ -50,10 +50,6 @@ def _ts() -> str:
 def _say(msg: str, rank: int | None = None) -> None:
     tag = f"{_ts()} TP{rank}" if rank is not None else _ts()
     print(f"[{tag}] {msg}", flush=True)
-
-
-def _word(token_id: int) -> str:
-    return f" w{token_id % 9973}"
 
 
 def resolve_args(args: dict[str, Any], model: Model) -> dict[str, Any]:
@@ -95,6 +91,7 @@ class SimServer:
         try:
             self.profile = load_profile(ns.sim_profile)
             self.model = resolve(self.profile, self.raw_args, slowdown=ns.sim_slowdown,
+                                 prefill_slowdown=ns.sim_prefill_slowdown,
                                  noise_cv=ns.sim_step_noise, startup_s=ns.sim_startup_s)
         except ProfileError as exc:
             print(f"sglang serve: error: {exc}", file=sys.stderr)
@@ -106,7 +103,8 @@ class SimServer:
         cv = self.model.launch_cv if ns.sim_noise is None else ns.sim_noise
         factor = math.exp(cv * launch_rng.gauss(0.0, 1.0)) if cv > 0 else 1.0
         # Rules may match resolved values (e.g. the MoE backend that auto picked).
-        self.model = resolve(self.profile, self.args, slowdown=ns.sim_slowdown, noise_cv=ns.sim_step_noise,
+        self.model = resolve(self.profile, self.args, slowdown=ns.sim_slowdown,
+                             prefill_slowdown=ns.sim_prefill_slowdown, noise_cv=ns.sim_step_noise,
                              startup_s=ns.sim_startup_s, launch_cv=cv, launch_factor=factor)
         self.scale = ns.sim_time_scale
         seed = ns.sim_seed if ns.sim_seed is not None else 0
@@ -120,6 +118,7 @@ class SimServer:
         self.answers = Answers(seed=seed, accuracy=accuracy, garbage=ns.sim_garbage, garbage_late=ns.sim_garbage_late,
                                nondeterminism=ns.sim_nondeterminism, eos_per_token=self.model.eos_per_token)
         self.faults: dict[str, float] = dict(ns.sim_fault)
+        self.reasoning = Reasoning(self.profile, ns.sim_reasoning_scale)
         self.status = "Starting"
         self.started = time.time()
         self.startup_time = 0.0
@@ -157,19 +156,21 @@ class SimServer:
         os._exit(exit_code)
 
     # -- request plumbing ------------------------------------------------------------------------
-    def _fault(self) -> str | None:
+    def fault(self) -> str | None:
         for kind, p in self.faults.items():
             if p and self.fault_rng.random() < p:
                 return kind
         return None
 
-    def new_request(self, prompt_len: int, max_new: int, ignore_eos: bool, text: str | None = None) -> SimRequest:
+    def new_request(self, prompt_len: int, max_new: int, ignore_eos: bool, text: str | None = None,
+                    stop_at: int | None = None) -> SimRequest:
         """A request admitted to the scheduler; a text prompt gets the emulated model's reply (sim.answers), which
-        ends where the reply does unless EOS is ignored."""
+        ends where the reply does unless EOS is ignored; `stop_at` where the caller drew its end (chat's thinking)."""
         words = None
         if text is not None:
             words = self.answers.reply(text, max_new, ignore_eos)
-        stop_at = len(words) if words else self.scheduler.stop_point(max_new, ignore_eos)
+        if stop_at is None:
+            stop_at = len(words) if words else self.scheduler.stop_point(max_new, ignore_eos)
         req = SimRequest(rid=uuid.uuid4().hex, prompt_len=prompt_len, max_new_tokens=max_new, stop_at=stop_at,
                          words=words)
         self.in_flight += 1
@@ -197,31 +198,21 @@ class SimServer:
             await req.waiter
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "code": status}}, status=status)
-
-
 def _prompt_len(srv: SimServer, body: dict[str, Any], key_ids: str, key_text: str) -> int | web.Response:
     ids = body.get(key_ids)
     if isinstance(ids, list) and ids and all(isinstance(t, int) for t in ids):
         bad = [t for t in ids if not 0 <= t < srv.model.vocab_size]
         if bad:
-            return _error(400, f"token id {bad[0]} is out of vocabulary range [0, {srv.model.vocab_size})")
+            return sse.error(400, f"token id {bad[0]} is out of vocabulary range [0, {srv.model.vocab_size})")
         n = len(ids)
     elif isinstance(body.get(key_text), str) and body[key_text]:
         n = max(1, len(body[key_text].split()))  # The emulator's tokenizer: one token per word.
     else:
-        return _error(400, f"Either {key_text} or {key_ids} should be provided.")
+        return sse.error(400, f"Either {key_text} or {key_ids} should be provided.")
     if n >= srv.model.context_length:
-        return _error(400, f"The input ({n} tokens) is longer than the model's context length "
+        return sse.error(400, f"The input ({n} tokens) is longer than the model's context length "
                            f"({srv.model.context_length} tokens).")
     return n
-
-
-async def _sse_start(request: web.Request) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await resp.prepare(request)
-    return resp
 
 
 def _finish_native(req: SimRequest) -> dict[str, Any] | None:
@@ -285,22 +276,11 @@ async def handle_sim_requests(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
-async def _json_object(request: web.Request) -> dict[str, Any] | web.Response:
-    """A request's JSON object body, or the 400 SGLang answers for anything else."""
-    try:
-        body = await request.json()
-    except json.JSONDecodeError:
-        return _error(400, "request body is not valid JSON")
-    if not isinstance(body, dict):
-        return _error(400, "request body must be a JSON object")
-    return body
-
-
 async def handle_generate(request: web.Request) -> web.StreamResponse:
     """SGLang's native POST /generate: cumulative text and meta_info per chunk, then [DONE]."""
     srv: SimServer = request.app["srv"]
     received = float(request.get("arrival") or time.perf_counter())
-    body = await _json_object(request)
+    body = await sse.json_object(request)
     if isinstance(body, web.Response):
         return body
     plen = _prompt_len(srv, body, "input_ids", "text")
@@ -309,9 +289,9 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
     sp = body.get("sampling_params") or {}
     max_new = int(sp.get("max_new_tokens", 128))
     interval = int(sp.get("stream_interval") or srv.args.get("stream_interval") or 1)
-    fault = srv._fault()
+    fault = srv.fault()
     if fault == "http500":
-        return _error(500, "Internal server error (injected by --sim-fault)")
+        return sse.error(500, "Internal server error (injected by --sim-fault)")
     text = body.get("text") if isinstance(body.get("text"), str) and body.get("input_ids") is None else None
     req = srv.new_request(plen, max_new, bool(sp.get("ignore_eos", False)), text)
     req.received_at = received
@@ -321,8 +301,8 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
             await srv.wait_finished(req)
             req.sent_first_at = req.sent_last_at = time.perf_counter()
             return web.json_response(_native_obj(req, plen, t0))
-        resp, whole = await _stream_tokens(request, srv, req, fault, interval,
-                                           lambda sent, n: _native_obj(req, plen, t0), stamp=True)
+        resp, whole = await sse.stream_tokens(request, srv, req, fault, interval,
+                                           lambda sent, n: [_native_obj(req, plen, t0)], stamp=True)
         if whole:
             await resp.write(b"data: [DONE]\n\n")
         return resp
@@ -331,48 +311,8 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
         srv.in_flight -= 1
 
 
-async def _stream_tokens(request: web.Request, srv: SimServer, req: SimRequest, fault: str | None, interval: int,
-                         chunk: Callable[[int, int], dict[str, Any]], stamp: bool
-                         ) -> tuple[web.StreamResponse, bool]:
-    """Stream a request's tokens as SSE, `chunk(sent, n)` the event for the tokens from sent to n; True when it ran
-    to the request's end. The stream faults end it halfway: cut-stream closes the connection without
-    finish_reason or [DONE], malformed-sse first sends an event that is not JSON."""
-    resp = await _sse_start(request)
-    sent = 0
-    while True:
-        await srv.wait_tokens(req, sent, interval)
-        n = req.generated
-        if fault in ("cut-stream", "malformed-sse") and n >= max(1, req.stop_at // 2):
-            if fault == "malformed-sse":
-                await resp.write(b"data: {not json\n\n")
-            return resp, False
-        await resp.write(b"data: " + orjson.dumps(chunk(sent, n)) + b"\n\n")
-        if stamp:
-            _sent(req)
-        sent = n
-        if req.finished:
-            return resp, True
-
-
-def _sent(req: SimRequest) -> None:
-    now = time.perf_counter()
-    if not req.sent_first_at:
-        req.sent_first_at = now
-    if req.finished:
-        req.sent_last_at = now
-
-
-def _pieces(req: SimRequest, start: int, end: int) -> tuple[list[int], str]:
-    """The ids and text of tokens start..end: the reply's words for a text prompt, else a fixed sequence."""
-    if req.words is not None:
-        words = req.words[start:end]
-        return [token_id(w) for w in words], "".join(" " + w for w in words)
-    ids = [(7 * i + 11) % 9973 for i in range(start, end)]
-    return ids, "".join(_word(t) for t in ids)
-
-
 def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
-    ids, text = _pieces(req, 0, req.generated)
+    ids, text = sse.pieces(req, 0, req.generated)
     meta: dict[str, Any] = {
         "id": req.rid,
         "finish_reason": _finish_native(req),
@@ -389,13 +329,13 @@ def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
 async def handle_completions(request: web.Request) -> web.StreamResponse:
     """OpenAI POST /v1/completions with SGLang's extras (ignore_eos) and stream_options.include_usage."""
     srv: SimServer = request.app["srv"]
-    body = await _json_object(request)
+    body = await sse.json_object(request)
     if isinstance(body, web.Response):
         return body
     prompt = body.get("prompt")
     strict = srv.ns.sim_openai_strict
     if strict and not isinstance(prompt, str):
-        return _error(400, "prompt must be a string")
+        return sse.error(400, "prompt must be a string")
     extra = sorted(set(body) - OPENAI_COMPLETION_FIELDS)
     if strict and extra:
         return web.json_response({"detail": [{"type": "extra_forbidden", "loc": ["body", k],
@@ -406,9 +346,9 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
     max_new = int(body.get("max_tokens") or 16)
     include_usage = bool((body.get("stream_options") or {}).get("include_usage")) or bool(
         srv.args.get("stream_response_default_include_usage"))
-    fault = srv._fault()
+    fault = srv.fault()
     if fault == "http500":
-        return _error(500, "Internal server error (injected by --sim-fault)")
+        return sse.error(500, "Internal server error (injected by --sim-fault)")
     req = srv.new_request(plen, max_new, bool(body.get("ignore_eos", False)), prompt if isinstance(prompt, str)
                           else None)
     model = srv.args["served_model_name"]
@@ -418,24 +358,24 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
     try:
         if not body.get("stream"):
             await srv.wait_finished(req)
-            text = _pieces(req, 0, req.generated)[1]
+            text = sse.pieces(req, 0, req.generated)[1]
             return web.json_response({
                 "id": cid, "object": "text_completion", "created": created, "model": model,
                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": req.finish_reason}],
-                "usage": _usage(plen, req.generated)})
-        def chunk(sent: int, n: int) -> dict[str, Any]:
-            text = _pieces(req, sent, n)[1]
-            return {"id": cid, "object": "text_completion", "created": created, "model": model,
-                    "choices": [{"index": 0, "text": text, "logprobs": None,
-                                 "finish_reason": req.finish_reason if req.finished else None}],
-                    "usage": None}
+                "usage": sse.usage(plen, req.generated)})
+        def chunk(sent: int, n: int) -> list[dict[str, Any]]:
+            text = sse.pieces(req, sent, n)[1]
+            return [{"id": cid, "object": "text_completion", "created": created, "model": model,
+                     "choices": [{"index": 0, "text": text, "logprobs": None,
+                                  "finish_reason": req.finish_reason if req.finished else None}],
+                     "usage": None}]
 
-        resp, whole = await _stream_tokens(request, srv, req, fault, interval, chunk, stamp=False)
+        resp, whole = await sse.stream_tokens(request, srv, req, fault, interval, chunk, stamp=False)
         if not whole:
             return resp
         if include_usage:
             tail = {"id": cid, "object": "text_completion", "created": created, "model": model,
-                    "choices": [], "usage": _usage(plen, req.generated)}
+                    "choices": [], "usage": sse.usage(plen, req.generated)}
             await resp.write(b"data: " + orjson.dumps(tail) + b"\n\n")
         if not strict:
             await resp.write(b"data: [DONE]\n\n")
@@ -443,10 +383,6 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
     finally:
         req.aborted = not req.finished
         srv.in_flight -= 1
-
-
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 async def handle_health(request: web.Request) -> web.Response:
@@ -462,7 +398,8 @@ async def handle_model_info(request: web.Request) -> web.Response:
     return web.json_response({
         "model_path": a["model_path"], "tokenizer_path": a.get("tokenizer_path") or a["model_path"],
         "served_model_name": a["served_model_name"], "is_generation": True, "preferred_sampling_params": None,
-        "weight_version": "default", "load_format": a.get("load_format", "auto"), "reasoning_parser": None,
+        "weight_version": "default", "load_format": a.get("load_format", "auto"),
+        "reasoning_parser": a.get("reasoning_parser"),
         "tool_call_parser": None, "disaggregation_mode": "null", "has_image_understanding": False,
         "has_audio_understanding": False, "model_type": srv.model.model_type,
         "architectures": [srv.model.architecture]})
@@ -485,6 +422,8 @@ async def handle_server_info(request: web.Request) -> web.Response:
             "profile": srv.model.name,
             "time_scale": srv.scale,
             "slowdown": srv.ns.sim_slowdown,
+            "prefill_slowdown": srv.ns.sim_prefill_slowdown,
+            "reasoning_scale": srv.ns.sim_reasoning_scale,
             "noise_cv": srv.model.noise_cv,
             "launch_cv": srv.model.launch_cv,
             "launch_factor": round(srv.model.launch_factor, 6),
@@ -558,6 +497,7 @@ def build_app(srv: SimServer) -> web.Application:
     app.router.add_get("/v1/models", handle_models)
     app.router.add_post("/generate", handle_generate)
     app.router.add_post("/v1/completions", handle_completions)
+    app.router.add_post("/v1/chat/completions", handle_chat)
     app.router.add_route("*", "/flush_cache", handle_flush)
     app.router.add_get("/sim/requests", handle_sim_requests)
     if srv.args.get("enable_metrics"):

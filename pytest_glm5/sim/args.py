@@ -95,6 +95,10 @@ def _env_slowdown() -> float:
     return _env("GLM5_SIM_SLOWDOWN", _positive, 1.0, "a number > 0")
 
 
+def _env_factor(name: str) -> float:
+    return _env(name, _positive, 1.0, "a number > 0")
+
+
 def _env_fraction(name: str) -> float:
     return _env(name, _fraction, 0.0, "a fraction in [0, 1)")
 
@@ -114,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-slowdown", type=_positive, default=_env_slowdown(),
                      help="decode speed times F (0.8 = a 20%% slower decode), to inject a regression; default "
                           "env GLM5_SIM_SLOWDOWN (a build's env makes a slow build), else 1")
+    sim.add_argument("--sim-prefill-slowdown", type=_positive, default=_env_factor("GLM5_SIM_PREFILL_SLOWDOWN"),
+                     metavar="F", help="prefill speed times F (0.5 = prefill twice as slow, decode as before): a "
+                                       "regression of TTFT that throughput hides; default env "
+                                       "GLM5_SIM_PREFILL_SLOWDOWN, else 1")
+    sim.add_argument("--sim-reasoning-scale", type=_positive, default=_env_factor("GLM5_SIM_REASONING_SCALE"),
+                     metavar="F", help="the model thinks F times as long (0.8 = 20%% shorter reasoning, which buys "
+                                       "speed no user asked for); default env GLM5_SIM_REASONING_SCALE, else 1")
     sim.add_argument("--sim-garbage", type=_fraction, default=_env_fraction("GLM5_SIM_GARBAGE"), metavar="RATE",
                      help="replace each generated token by a random one with chance RATE, at full speed: a fast "
                           "and wrong build; default env GLM5_SIM_GARBAGE (a build's env makes a wrong build), else 0")

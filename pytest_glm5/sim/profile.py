@@ -108,13 +108,13 @@ def _matches(when: dict[str, Any], args: dict[str, Any]) -> bool:
     return all(args.get(key) == value for key, value in when.items())
 
 
-def resolve(profile: dict[str, Any], args: dict[str, Any], slowdown: float = 1.0,
+def resolve(profile: dict[str, Any], args: dict[str, Any], slowdown: float = 1.0, prefill_slowdown: float = 1.0,
             noise_cv: float | None = None, startup_s: float | None = None, launch_cv: float | None = None,
             launch_factor: float = 1.0) -> Model:
     """Apply a profile's rules to resolved SGLang args and the sim's knobs."""
     try:
         dec, pre, kv = profile["decode"], profile["prefill"], profile["kv"]
-        decode_factor, prefill_factor, kv_factor = 1.0 / slowdown, 1.0, 1.0
+        decode_factor, prefill_factor, kv_factor = 1.0 / slowdown, 1.0 / prefill_slowdown, 1.0
         failure: Failure | None = None
         applied: list[str] = []
         for rule in profile.get("rule", []):
