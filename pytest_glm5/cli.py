@@ -33,6 +33,12 @@ TABLE_COLUMNS = (
     ("ITL p99 ms", "p99_itl_ms", "{:.2f}"),
     ("E2E p50 ms", "median_e2e_latency_ms", "{:.1f}"),
 )
+# Shown where a row has them (chat runs): the answer's first token after the thinking, and the thinking's length.
+CHAT_COLUMNS = (
+    ("TTFO p50 ms", "median_ttfo_ms", "{:.1f}"),
+    ("think tok", "mean_reasoning_tokens", "{:.1f}"),
+    ("in tok", "mean_input_tokens", "{:.1f}"),
+)
 
 
 def _int_list(text: str) -> list[int]:
@@ -86,8 +92,9 @@ def raise_open_files_limit(concurrency: int) -> None:
 
 def format_table(results: list[tuple[int, dict[str, float]]]) -> str:
     """(concurrency limit, metrics) rows as an aligned text table, one row per concurrency."""
-    head = ["limit"] + [c[0] for c in TABLE_COLUMNS]
-    rows = [[str(limit)] + [fmt.format(float(metrics.get(key) or 0.0)) for _, key, fmt in TABLE_COLUMNS]
+    columns = TABLE_COLUMNS + tuple(c for c in CHAT_COLUMNS if any(c[1] in m for _, m in results))
+    head = ["limit"] + [c[0] for c in columns]
+    rows = [[str(limit)] + [fmt.format(float(metrics.get(key) or 0.0)) for _, key, fmt in columns]
             for limit, metrics in results]
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))]
@@ -106,7 +113,11 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--input-len", type=_int_at_least(1), default=128)
     p.add_argument("--output-len", type=_int_at_least(1), default=128)
     p.add_argument("--protocol", choices=PROTOCOLS, default="sglang",
-                   help="sglang: native /generate; openai: /v1/completions")
+                   help="sglang: native /generate; openai: /v1/completions; chat: /v1/chat/completions (the "
+                        "chat template counts in --input-len, as the server's usage.prompt_tokens does)")
+    p.add_argument("--thinking", choices=("on", "off"), default=None,
+                   help="chat: the model thinks before it answers, or not (required with --protocol chat: the "
+                        "server's default is not a workload)")
     p.add_argument("--warmup", type=_int_at_least(0), default=None,
                    help="warmup requests, excluded (default: concurrency)")
     p.add_argument("--range-ratio", type=_ratio, default=1.0,
@@ -191,7 +202,8 @@ def _client(ns: argparse.Namespace) -> tuple[Callable[[Workload], Measured], str
 def _workloads(ns: argparse.Namespace) -> list[Workload]:
     return [Workload(concurrency=c, num_prompts=ns.num_prompts or max(8, 4 * c), input_len=ns.input_len,
                      output_len=ns.output_len, protocol=ns.protocol, warmup=c if ns.warmup is None else ns.warmup,
-                     seed=ns.seed, range_ratio=ns.range_ratio, sampling=ns.sampling) for c in ns.concurrency]
+                     seed=ns.seed, range_ratio=ns.range_ratio, sampling=ns.sampling,
+                     thinking=None if ns.thinking is None else ns.thinking == "on") for c in ns.concurrency]
 
 
 def _checked(parse: Callable[[str], float]) -> Callable[[str], float]:

@@ -22,7 +22,8 @@ THROUGHPUT_METRICS = (
     "scaling_2x",
     "output_tokens_per_joule",  # output tokens over the GPUs' energy (NVML's counter): what the box costs
 )
-LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e_latency")
+# ttfo: time to the first answer token of a chat reply, after its thinking (AIPerf's); only chat runs have it.
+LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e_latency", "ttfo")
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
 COUNT_METRICS = (
     "completed",
@@ -32,6 +33,8 @@ COUNT_METRICS = (
     "concurrency",
     "max_concurrent_requests",
     "duration",
+    "mean_reasoning_tokens",  # chat: thinking tokens per request, a property of the workload (held, not gated)
+    "mean_input_tokens",  # the prompt as the server counted it (chat: with its template)
 )
 
 
@@ -85,7 +88,8 @@ class Metric:
 def _described(name: str) -> Metric:
     parts = name.split("_")
     family = parts[1] if len(parts) == 3 and parts[1] in ("ttft", "itl") and parts[2] == "ms" else ""
-    unit = (" ms" if name.endswith("_ms") else " req/s" if name == "request_throughput" else
+    tokens = name.startswith("mean_") and name.endswith("_tokens")
+    unit = (" ms" if name.endswith("_ms") else " tok" if tokens else " req/s" if name == "request_throughput" else
             " tok/J" if name == "output_tokens_per_joule" else " J" if name == "joules_per_request" else
             "x" if name.startswith("scaling") else
             " tok/s" if "throughput" in name or name == "max_output_tokens_per_s" else "")
@@ -133,6 +137,8 @@ class RequestTiming:
     error: str = ""
     finish_reason: str | None = None
     server_timings: dict[str, float] | None = None  # the engine's own per-request timings (llama.cpp)
+    ttfo: float | None = None  # chat: to the first answer token, after the thinking (AIPerf's); 0: only thinking
+    reasoning_tokens: int = 0  # chat: thinking tokens of output_len
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -213,6 +219,11 @@ def compute_metrics(records: Sequence[RequestTiming], duration_s: float, t0: flo
     out.update(_stats("tpot", tpots))
     out.update(_stats("itl", itls))
     out.update(_stats("e2e_latency", [r.latency for r in ok]))
+    chat = [r for r in ok if r.ttfo is not None]
+    if chat:  # the answer's own first token (of the requests whose answer began) and the thinking before it
+        out.update(_stats("ttfo", [r.ttfo for r in chat if r.ttfo]))
+        out["mean_reasoning_tokens"] = sum(r.reasoning_tokens for r in chat) / len(chat)
+        out["mean_input_tokens"] = sum(r.prompt_len for r in chat) / len(chat)
     return out
 
 

@@ -36,6 +36,28 @@ def test_openai_protocol_counts_usage(sim: Sim) -> None:
     assert all(len(rec.itl) == 8 for rec in r.records)
 
 
+def test_chat_protocol_reads_thinking_and_holds_the_templated_input_length(sim_factory: Callable[..., Sim]) -> None:
+    s = sim_factory("--reasoning-parser", "glm45")
+    # The tiny profile thinks ~48 tokens: at 200 every reply thinks, then answers.
+    on = run_workload(s.url, Workload(concurrency=4, num_prompts=8, input_len=40, output_len=200, protocol="chat",
+                                      thinking=True))
+    assert on.metrics["completed"] == 8 and on.metrics["total_output_tokens"] == 8 * 200
+    # The template's tokens are part of the 40 (the probe learned them): the server counted 40 for each.
+    assert on.metrics["mean_input_tokens"] == 40 and on.shape.template_tokens == 5
+    assert all(0 < r.reasoning_tokens < 200 and r.ttfo and r.ttfo > r.ttft for r in on.records)
+    assert on.metrics["mean_reasoning_tokens"] == sum(r.reasoning_tokens for r in on.records) / 8
+    assert on.metrics["median_ttfo_ms"] > on.metrics["median_ttft_ms"]
+    assert all(len(r.itl) == 199 for r in on.records)  # one gap a chunk after the first, thinking or answer
+    off = run_workload(s.url, Workload(concurrency=4, num_prompts=8, input_len=40, output_len=20, protocol="chat",
+                                       thinking=False))
+    assert off.metrics["mean_input_tokens"] == 40 and off.metrics["mean_reasoning_tokens"] == 0
+    assert all(r.ttfo == r.ttft for r in off.records)
+    with pytest.raises(ValueError, match="a chat workload pins thinking on or off"):
+        Workload(concurrency=1, num_prompts=1, protocol="chat")
+    with pytest.raises(ValueError, match="thinking applies to the chat protocol only"):
+        Workload(concurrency=1, num_prompts=1, thinking=True)
+
+
 def test_stream_interval_coalesces_but_counts_stay_exact(sim_factory: Callable[..., Sim]) -> None:
     s = sim_factory("--stream-interval", "4")
     r = run_workload(s.url, Workload(concurrency=2, num_prompts=6, input_len=8, output_len=17))

@@ -20,11 +20,13 @@ import contextlib
 import importlib
 import importlib.util
 import io
+import json
 import os
 import sys
 import tempfile
 import types
 import urllib.parse
+import urllib.request
 import zipfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -33,7 +35,7 @@ from typing import Any
 
 from .. import proxies
 from ..metrics import distinct
-from .client import make_prompts, output_lengths
+from .client import make_prompts, output_lengths, prompt_text
 from .types import BenchError, Workload
 
 WHEEL_ENV = "GLM5_SGLANG_WHEEL"
@@ -165,11 +167,28 @@ def load(wheel: str | Path | None = None) -> Source:
     sys.modules[_LOADED] = mod
     return Source(mod, described)
 
+def _template_tokens(url: str, workload: Workload, model: str = "default") -> int:
+    """What the server's chat template adds to the words of a prompt (one short request, its usage.prompt_tokens
+    less the words sent): glm5 bench's probe learns it the same way."""
+    words = 8
+    body = {"model": model, "messages": [{"role": "user", "content": prompt_text(list(range(10, 10 + words)))}],
+            "max_completion_tokens": 1, "chat_template_kwargs": {"enable_thinking": bool(workload.thinking)}}
+    req = urllib.request.Request(url.rstrip("/") + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            usage = json.loads(resp.read()).get("usage") or {}
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"{url}/v1/chat/completions did not answer a probe with its usage: {exc}") from None
+    return max(0, int(usage.get("prompt_tokens") or words) - words)
+
 
 def _args(mod: types.ModuleType, url: str, workload: Workload, output_file: str) -> argparse.Namespace:
     """bench_serving's own parsed arguments for this workload (its parser, so every default is its own)."""
-    argv = ["bench_serving", "--backend", "sglang" if workload.protocol == "sglang" else "sglang-oai",
-            "--base-url", url, "--dataset-name", "random-ids", "--tokenize-prompt",
+    backend = {"sglang": "sglang", "openai": "sglang-oai", "chat": "sglang-oai-chat"}[workload.protocol]
+    # Chat prompts are text (a list would be taken for the messages); the others are the same token ids as ours.
+    tokenized = [] if workload.protocol == "chat" else ["--tokenize-prompt"]
+    argv = ["bench_serving", "--backend", backend, "--base-url", url, "--dataset-name", "random-ids", *tokenized,
             "--num-prompts", str(workload.num_prompts), "--random-input-len", str(workload.input_len),
             "--random-output-len", str(workload.output_len), "--random-range-ratio", str(workload.range_ratio),
             "--max-concurrency", str(workload.concurrency), "--request-rate", "inf",
@@ -226,16 +245,26 @@ def run(url: str, workload: Workload, source: Source | None = None, quiet: bool 
     with tempfile.TemporaryDirectory(prefix="glm5-bench-serving-") as tmp:
         args = _args(mod, url, workload, os.path.join(tmp, "out.jsonl"))
         mod.set_global_args(args)
-        prompts = make_prompts(workload, workload.num_prompts)
+        prompts: list[Any] = make_prompts(workload, workload.num_prompts)
         outs = output_lengths(workload, workload.num_prompts)
-        rows = [mod.DatasetRow(prompt=p, prompt_len=len(p), output_len=n) for p, n in zip(prompts, outs, strict=True)]
-        api = url.rstrip("/") + ("/generate" if workload.protocol == "sglang" else "/v1/completions")
+        extra: dict[str, Any] = {}
+        if workload.protocol == "chat":
+            # The words glm5 bench sends: the prompt less what the server's template adds, so both ask the same.
+            with _direct(url):
+                template = _template_tokens(url, workload)
+            prompts = [prompt_text(p[:max(1, len(p) - template)]) for p in prompts]
+            extra = {"chat_template_kwargs": {"enable_thinking": bool(workload.thinking)},
+                     "stream_options": {"include_usage": True}}
+        rows = [mod.DatasetRow(prompt=p, prompt_len=workload.input_len if isinstance(p, str) else len(p),
+                               output_len=n) for p, n in zip(prompts, outs, strict=True)]
+        api = url.rstrip("/") + {"sglang": "/generate", "openai": "/v1/completions",
+                                 "chat": "/v1/chat/completions"}[workload.protocol]
         with _quiet(quiet), _direct(url):
             result = asyncio.run(mod.benchmark(
                 backend=args.backend, api_url=api, base_url=url.rstrip("/"), model_id=args.model or "default",
                 tokenizer=_Words(), input_requests=rows, request_rate=float("inf"),
                 max_concurrency=workload.concurrency, disable_tqdm=True, lora_names=[],
-                lora_request_distribution=None, lora_zipf_alpha=None, extra_request_body={}, profile=False,
+                lora_request_distribution=None, lora_zipf_alpha=None, extra_request_body=extra, profile=False,
                 flush_cache=workload.flush_cache, warmup_requests=workload.warmup))
     if not isinstance(result, dict) or "output_throughput" not in result:
         raise BenchError(f"bench_serving measured nothing against {url} (every request failed?)")

@@ -23,6 +23,7 @@ from .. import proxies
 from ..metrics import RequestTiming, compute_metrics, first_errors
 from ..settings import event_loop
 from . import transport
+from .chatstream import ChatStream
 from .clientload import ClientMonitor
 from .types import BenchError, BenchResult, RequestShape, Unreachable, Workload
 
@@ -74,6 +75,22 @@ def _payload(workload: Workload, prompt: list[int], output_len: int, model: str,
             "sampling_params": {"temperature": 0.0, "max_new_tokens": output_len, "ignore_eos": True},
             "stream": True,
         }
+    if workload.protocol == "chat":
+        # The template's own tokens are part of input_len, as usage.prompt_tokens counts them (AIPerf compensates
+        # them the same way): the words sent are the rest.
+        words = prompt[:max(1, len(prompt) - shape.template_tokens)]
+        chat: dict[str, Any] = {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt_text(words)}],
+            "max_completion_tokens": output_len,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "chat_template_kwargs": {"enable_thinking": bool(workload.thinking)},
+        }
+        if shape.ignore_eos:
+            chat["ignore_eos"] = True
+        return "/v1/chat/completions", chat
     body: dict[str, Any] = {
         "model": model,
         "prompt": prompt if shape.token_ids else prompt_text(prompt),
@@ -99,8 +116,10 @@ class _Stream:
         self.done = False
         self.usage_seen = False
         self.server_prompt_len = False  # text prompts: the server's count of prompt tokens is the truth
+        self.chat = ChatStream(record.start) if protocol == "chat" else None
         # Chosen once: this runs for every token of every stream.
-        self._feed = self._feed_native if protocol == "sglang" else self._feed_openai
+        self._feed = (self._feed_native if protocol == "sglang" else self._feed_chat if protocol == "chat"
+                      else self._feed_openai)
 
     def feed_line(self, payload: bytes, now: float) -> None:
         """One SSE `data:` payload."""
@@ -159,11 +178,33 @@ class _Stream:
             if self.server_prompt_len and usage.get("prompt_tokens"):
                 self.r.prompt_len = int(usage["prompt_tokens"])
 
+    def _feed_chat(self, data: dict[str, Any], now: float) -> None:
+        assert self.chat is not None
+        self.chat.feed(data, now)
+        for choice in data.get("choices") or ():
+            if choice.get("finish_reason"):
+                self.r.finish_reason = str(choice["finish_reason"])
+
+    def _chat_finish(self, now: float) -> None:
+        assert self.chat is not None
+        read = self.chat.result(now)
+        # bench_serving's chat client: TTFT and ITL over chunks of either channel; the server's counts where sent.
+        self.r.ttft = read.ttft or 0.0
+        self.r.ttfo = read.ttfo or 0.0
+        self.r.itl = list(read.itl)
+        self.r.reasoning_tokens = read.reasoning_tokens
+        self.tokens = read.output_tokens if read.counted_by == "usage" else self.asked
+        self.usage_seen = read.counted_by == "usage"
+        if read.prompt_tokens:
+            self.r.prompt_len = read.prompt_tokens
+
     def finish(self, now: float) -> None:
+        if self.chat is not None:
+            self._chat_finish(now)
         self.r.latency = now - self.r.start
         if not (self.done or self.r.finish_reason):
             raise _StreamFailure(f"stream ended after {self.tokens} tokens without a finish_reason or [DONE]")
-        if self.protocol == "openai" and not self.usage_seen:
+        if self.protocol != "sglang" and not self.usage_seen:
             # bench_serving keeps the asked length when the server sends no usage.
             self.tokens = self.asked
         self.r.output_len = self.tokens
@@ -236,6 +277,9 @@ class LoadRunner:
             if rec is None:  # a server that answers nothing at all (hung before the load) is a stall, not a wait
                 return
             if rec.success:
+                if workload.protocol == "chat" and not self.shape.template_tokens:
+                    # What the template added to the words sent: later prompts send that many words fewer.
+                    self.shape.template_tokens = max(0, rec.prompt_len - len(prompt))
                 return
             tried.append(f"{self.shape.describe()}: {rec.error}")
             err = rec.error.lower()
@@ -446,7 +490,7 @@ class LoadRunner:
             )
             if warm and not self.aborted and not any(r.success for r in warm):
                 raise BenchError(f"every warmup request failed: {first_errors(warm, 1)[0]}")
-            if workload.flush_cache and workload.protocol == "sglang":
+            if workload.flush_cache and workload.protocol in ("sglang", "chat"):
                 self.cache_note = await self._flush(session)
         self.max_in_flight = 0
         prompts = make_prompts(workload, workload.num_prompts)

@@ -10,7 +10,8 @@ from typing import Any
 from ..metrics import RequestTiming, percentile
 from .clientload import ClientLoad
 
-PROTOCOLS = ("sglang", "openai")
+# sglang: native /generate; openai: /v1/completions; chat: /v1/chat/completions (the chat template, thinking).
+PROTOCOLS = ("sglang", "openai", "chat")
 # How prompt token ids are drawn. `random-ids` is SGLang bench_serving's offline random dataset
 # (sglang/benchmark/datasets/random.py, 0.5.23, lines 142-150): request i is a run of consecutive ids
 # (offset_i + i + j) % vocab from an offset drawn uniformly, here inside [token_low, token_high). `uniform` draws
@@ -50,6 +51,9 @@ class Workload:
     flush_cache: bool = True
     request_timeout_s: float = 600.0
     stall_timeout_s: float | None = None
+    # chat: thinking pinned on or off (never the server's default: a default that changes is a workload that
+    # changed). input_len counts the templated prompt, as the server's usage.prompt_tokens does.
+    thinking: bool | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -67,6 +71,11 @@ class Workload:
             problems.append(f"token range [{self.token_low}, {self.token_high}) is empty")
         if not 0.0 <= self.range_ratio <= 1.0:
             problems.append(f"range_ratio must be in [0, 1] (1 = fixed lengths), got {self.range_ratio}")
+        if self.protocol == "chat" and self.thinking is None:
+            problems.append("a chat workload pins thinking on or off (thinking=True or False; glm5 bench --thinking "
+                            "on|off): the server's default is not a workload")
+        if self.protocol != "chat" and self.thinking is not None:
+            problems.append(f"thinking applies to the chat protocol only, not {self.protocol!r}")
         if self.sampling not in SAMPLINGS:
             problems.append(f"sampling must be one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
         if problems:
@@ -74,7 +83,8 @@ class Workload:
 
     def label(self) -> str:
         """A short human name such as `c256 128/128 sglang`."""
-        return f"c{self.concurrency} {self.input_len}/{self.output_len} {self.protocol}"
+        think = "" if self.thinking is None else " thinking" if self.thinking else " no-thinking"
+        return f"c{self.concurrency} {self.input_len}/{self.output_len} {self.protocol}{think}"
 
 
 @dataclass
@@ -84,6 +94,7 @@ class RequestShape:
     token_ids: bool = True
     ignore_eos: bool = True
     done_marker: bool | None = None  # seen `data: [DONE]` (None: not known yet)
+    template_tokens: int = 0  # chat: tokens the server's template adds to the words sent (learned by the probe)
 
     @property
     def exact_lengths(self) -> bool:
