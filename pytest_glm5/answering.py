@@ -22,7 +22,7 @@ from .judge.answers import AnswersError, AnswerStore, answers_path
 from .judge.baselines import baseline_path
 from .judge.provenance import Provenance
 from .load.replies import Reply, ask, unit_of
-from .servers.process import ServerHandle
+from .servers.process import ServerHandle, process_state
 from .settings import Settings, SettingsError, generated_set
 
 ACCURACY_MAX_TOKENS = 512  # a worked GSM8K answer fits; the emulator's are about 30
@@ -125,6 +125,12 @@ class Answering:
         done = LaunchAnswers(config, launch)
         self.launches[launch] = done
         if not self.canary_on and not (first and self.questions):
+            return None
+        state = process_state(server.pid)
+        if state.startswith("stopped"):
+            # A stopped process answers nothing: the load's preflight names it in 5 s; asking here would wait
+            # out the checks' timeout (twice the stall timeout) first.
+            done.canary_note = f"canary not run: the server's process is {state}"
             return None
         try:
             store = done.store = self._store(prov)

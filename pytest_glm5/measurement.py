@@ -56,8 +56,11 @@ def measure(server: ServerHandle, workload: Workload, progress: Progress | None 
     nvml = load_nvml()
     sampler = Sampler(nvml).start() if nvml is not None else None
     meter = EnergyMeter(nvml, range(int(nvml.nvmlDeviceGetCount()))).start() if nvml is not None else None
-    behind = server.engine.lag_seconds(server.url)
-    counted = servermetrics.snapshot(server.url)
+    # A stopped process answers nothing: the side reads would each wait out their timeout before the load's
+    # preflight names the state.
+    stopped = process_state(server.pid).startswith("stopped")
+    behind = None if stopped else server.engine.lag_seconds(server.url)
+    counted = None if stopped else servermetrics.snapshot(server.url)
     try:
         label = f"{server.config.name} {workload.label()}"
         said = (lambda line, elapsed: progress(label, elapsed, line, "measuring")) if progress is not None else None

@@ -243,11 +243,15 @@ class ServerHandle:
     def server_info(self) -> dict[str, Any]:
         """The engine's info endpoint (`/server_info` for SGLang, `/get_server_info` for older ones; empty if it has
         none)."""
+        if process_state(self.record.pid).startswith("stopped"):
+            return {}  # it answers nothing: the load's preflight names the state, after 10 s a path here
         for path in (self.engine.info_path, *self.engine.info_fallbacks):
             status, body = http_get(self.url + path, timeout=10)
             if status == 200:
                 with contextlib.suppress(ValueError):
                     return dict(json.loads(body))
+            if status == 0:
+                break  # nothing answered: a fallback path would wait as long for the same silence
         return {}
 
     def exit_code(self) -> int | None:
