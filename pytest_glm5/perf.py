@@ -16,6 +16,7 @@ from .answering import Answering
 from .configs import ServerConfig
 from .judge.gate import Checked, GateError, PerfGate
 from .judge.provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
+from .judge.verdicts import Kind
 from .load.types import BenchResult, Workload
 from .measurement import Measured, Stability, check_stability, measure
 from .servers.builds import DEFAULT_BUILD, Build
@@ -333,6 +334,9 @@ class Perf:
         wrong = next((r.invalid for r in rs if r.invalid), None)
         if wrong:
             self.fail(f"{self.config} {scenario}: {wrong}")
+        drift = next((v.note for v in checked.verdicts if v.verdict == Kind.WORKLOAD_DRIFT), None)
+        if drift:  # the model did another workload than its reference: no round can make it comparable
+            self.fail(f"{self.config} {scenario}: {drift}")
         if checked.failures:
             self.fail("\n".join(checked.failures))
         plan = self.plans.get(scenario)

@@ -21,7 +21,7 @@ from ..metrics import (
 )
 from ..settings import Settings, SettingsError, check_writable_dir
 from ..textfiles import remove_stale_temps
-from . import carry, decide
+from . import carry, decide, held
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key, read_once
 from .decide import Look, per_launch
 from .provenance import Provenance
@@ -176,8 +176,9 @@ def check_stores(root: Path, wanted: dict[str, tuple[str, str]],
 
 
 def workload_of(workload: Workload) -> dict[str, object]:
-    """The part of a Workload that a bound depends on."""
-    return {k: getattr(workload, k) for k in WORKLOAD_KEYS}
+    """The part of a Workload that a bound depends on (a key a workload leaves unset, as thinking outside chat, is
+    left out: recorded workloads stay as they were, and a TOML file has no null)."""
+    return {k: getattr(workload, k) for k in WORKLOAD_KEYS if getattr(workload, k) is not None}
 
 
 @dataclass
@@ -282,7 +283,7 @@ class PerfGate:
         behind = _behind(results, self.statistics.lag_limit)
         checked = self._judge(config, scenario, {m: [r.metrics[m] for r in results] for m in names}, labels,
                               [r.arm for r in results], store, path, prov, self.look(look), behind,
-                              _client_bound(results), _apart(results))
+                              _client_bound(results), _apart(results), held.observed([r.metrics for r in results]))
         _tails(checked.verdicts, results)
         return checked
 
@@ -341,7 +342,7 @@ class PerfGate:
     def _judge(self, config: str, scenario: str, values: dict[str, list[float]], labels: list[str],
                arms: list[str], store: BaselineStore, path: Path, provenance: Provenance, look: Look,
                behind: str | None, client: Callable[[str, float], str | None] | None = None,
-               apart: tuple[Kind, str] | None = None) -> Checked:
+               apart: tuple[Kind, str] | None = None, observed: dict[str, float] | None = None) -> Checked:
         out: list[Verdict] = []
         failures: list[str] = []
         ab = self.statistics.ab
@@ -379,10 +380,16 @@ class PerfGate:
             elif apart is not None and v.verdict in (*JUDGED, Kind.NEW):
                 # Never a regression, never a pass, never recorded: the GPU was slowed for heat or a power brake.
                 v.verdict, v.note = apart
+            elif observed and v.verdict in (*JUDGED, Kind.NEW) and (miss := held.check(
+                    provenance.workload or {}, observed, ((bound.workload or {}).get("observed") if bound else None))):
+                # Another workload than the one asked or recorded: neither faster nor slower, never recorded.
+                v.verdict, v.note = Kind(miss[0]), miss[1]
             elif v.verdict in (Kind.REGRESSION, Kind.IMPROVEMENT, Kind.UNRESOLVED) and bound is not None and \
                     (cause := power_change(bound.power, provenance.power)):
                 # At the power cap under load is normal; a cap or a limit that moved since the reference is news.
                 v.note = f"{v.note}; likely cause: {cause}" if v.note else f"likely cause: {cause}"
+            if observed:  # kept with the workload and recorded with the bound: tomorrow is held to it
+                v.workload = {**v.workload, "observed": observed}
             v.provenance = provenance.as_entry()
             v.model = provenance.model
             out.append(v)

@@ -24,6 +24,8 @@ class Kind(StrEnum):
     IMPROVEMENT = "improvement"
     NEW = "new"
     WORKLOAD_CHANGED = "workload changed"
+    WORKLOAD_DRIFT = "workload drift"  # the model's share of the workload moved (judge/held.py): reasoning length
+    WORKLOAD_NOT_HELD = "workload not held"  # the shape asked was not the one served (judge/held.py): input length
     UNRESOLVED = "unresolved"  # the data rules out neither a drop beyond the tolerance nor its absence
     KNOWN_COST = "known cost"  # slower than its reference as the config says it must be
     EMULATOR_BOUND = "emulator-bound"  # the emulator fell behind its model: the host was measured
@@ -35,7 +37,8 @@ class Kind(StrEnum):
     UNKNOWN = "UNKNOWN"
 
 
-NOT_JUDGED = (Kind.EMULATOR_BOUND, Kind.CLIENT_BOUND, Kind.TOO_FEW, Kind.THROTTLED)
+NOT_JUDGED = (Kind.EMULATOR_BOUND, Kind.CLIENT_BOUND, Kind.TOO_FEW, Kind.THROTTLED, Kind.WORKLOAD_DRIFT,
+              Kind.WORKLOAD_NOT_HELD)
 RENAMED = {"noisy": Kind.UNRESOLVED}  # what reports before issue 20 called a verdict, for history and compare
 
 
@@ -198,9 +201,9 @@ class Verdict:
                 f"tolerance {b.tolerance * 100:g}%{slack}{prov}{note})")
 
 
-WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling")
-# What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one.
-WORKLOAD_LEGACY = {"range_ratio": 1.0, "sampling": "uniform"}
+WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling", "thinking")
+# What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one, no chat.
+WORKLOAD_LEGACY: dict[str, Any] = {"range_ratio": 1.0, "sampling": "uniform", "thinking": None}
 
 
 def workload_differs(recorded: dict[str, Any] | None, measured: dict[str, Any]) -> bool:
@@ -218,8 +221,10 @@ def describe_workload(workload: dict[str, Any] | None) -> str:
     ratio = workload.get("range_ratio", 1.0)
     spread = f" range {ratio:g}" if ratio != 1.0 else ""
     sampling = workload.get("sampling", WORKLOAD_LEGACY["sampling"])
+    thinking = workload.get("thinking")
+    think = "" if thinking is None else " thinking" if thinking else " no-thinking"
     return (f"c{workload.get('concurrency', '?')} {workload.get('input_len', '?')}/{workload.get('output_len', '?')} "
-            f"{workload.get('protocol', '?')}{spread}, {sampling} ids")
+            f"{workload.get('protocol', '?')}{think}{spread}, {sampling} ids")
 
 
 def times(factor: float) -> str:

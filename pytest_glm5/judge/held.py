@@ -1,0 +1,63 @@
+"""Was the workload the one intended? Held before any verdict: a figure of another workload is neither faster nor
+slower, so a miss replaces the verdict with its one named reason.
+
+What a run observes of its own workload (`observed`, the mean over its launches) is kept with each verdict's
+workload and recorded with the bound, so tomorrow's night is held to what the reference served:
+
+- **input length**: the prompt as the server counted it (a chat prompt with its template) within 2% of the asked
+  `input_len` (AIPerf compensates the template the same way; a template that grew is a workload that changed);
+- **reasoning**: with thinking on, the mean reasoning tokens a request within 10% of the reference's, as MLPerf
+  bounds a reasoning model's tokens per sample to 0.9-1.1x of the reference: shorter thinking buys throughput no
+  user asked for, so outside it the point is "workload drift", never faster or slower.
+
+    >>> asked = {"input_len": 128, "thinking": True}
+    >>> check(asked, {"input_tokens": 128.0, "reasoning_tokens": 960.0}, {"reasoning_tokens": 1200.0})
+    ('workload drift', 'workload drift: 960 reasoning tokens a request where the reference thought 1200 (-20.0%, \
+held to 10%): shorter or longer thinking is another workload, neither faster nor slower')
+    >>> check(asked, {"input_tokens": 131.0}, None)[1]
+    'workload not held: the server counted 131 prompt tokens a request where 128 were asked (+2.3%, held to 2%)'
+    >>> check(asked, {"input_tokens": 128.0, "reasoning_tokens": 1150.0}, {"reasoning_tokens": 1200.0}) is None
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+INPUT_TOLERANCE = 0.02
+REASONING_TOLERANCE = 0.10
+DRIFT = "workload drift"  # the model's own share of the workload moved (Kind.WORKLOAD_DRIFT)
+NOT_HELD = "workload not held"  # the shape asked for was not the one served (Kind.WORKLOAD_NOT_HELD)
+# metric of a run -> the name its observed mean is kept under
+OBSERVED = {"mean_input_tokens": "input_tokens", "mean_reasoning_tokens": "reasoning_tokens"}
+
+
+def observed(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The mean over launches of what each launch observed of its workload (empty where nothing was)."""
+    out: dict[str, float] = {}
+    for metric, name in OBSERVED.items():
+        values = [float(m[metric]) for m in runs if metric in m]
+        if values:
+            out[name] = round(sum(values) / len(values), 2)
+    return out
+
+
+def check(asked: Mapping[str, Any], seen: Mapping[str, float], reference: Mapping[str, Any] | None
+          ) -> tuple[str, str] | None:
+    """Why tonight's workload was not the one to judge: (kind, note), or None when it held."""
+    target = asked.get("input_len")
+    got = seen.get("input_tokens")
+    if got is not None and target and asked.get("range_ratio", 1.0) == 1.0:
+        off = got / float(target) - 1
+        if abs(off) > INPUT_TOLERANCE:
+            return NOT_HELD, (f"{NOT_HELD}: the server counted {got:g} prompt tokens a request where {target} were "
+                              f"asked ({off * 100:+.1f}%, held to {INPUT_TOLERANCE * 100:g}%)")
+    thought, then = seen.get("reasoning_tokens"), (reference or {}).get("reasoning_tokens")
+    if asked.get("thinking") and thought is not None and then:
+        off = thought / float(then) - 1
+        if abs(off) > REASONING_TOLERANCE:
+            return DRIFT, (f"{DRIFT}: {thought:g} reasoning tokens a request where the reference thought {then:g} "
+                           f"({off * 100:+.1f}%, held to {REASONING_TOLERANCE * 100:g}%): shorter or longer thinking "
+                           "is another workload, neither faster nor slower")
+    return None
