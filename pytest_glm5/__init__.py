@@ -20,7 +20,7 @@ _PUBLIC = {
     "Perf": "perf", "PerfContext": "perf", "bench": "perf",
     "PerfGate": "judge.gate", "GateError": "judge.gate",
     "Verdict": "judge.baselines", "BaselineStore": "judge.baselines", "BaselineError": "judge.baselines",
-    "Provenance": "judge.provenance",
+    "Provenance": "judge.provenance", "Slo": "judge.slo",
     "Settings": "settings", "SettingsError": "settings",
 }
 __all__ = ["__version__", *sorted(_PUBLIC)]

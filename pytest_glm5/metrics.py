@@ -21,6 +21,8 @@ THROUGHPUT_METRICS = (
     "max_output_tokens_per_s",
     "scaling_2x",
     "output_tokens_per_joule",  # output tokens over the GPUs' energy (NVML's counter): what the box costs
+    "slo_attainment",  # the share of a launch's requests within the scenario's SLO (judge/slo.py)
+    "slo_capacity",  # the largest ladder concurrency within the SLO (judge/slo.py)
 )
 # ttfo: time to the first answer token of a chat reply, after its thinking (AIPerf's); only chat runs have it.
 LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e_latency", "ttfo")
@@ -91,6 +93,7 @@ def _described(name: str) -> Metric:
     tokens = name.startswith("mean_") and name.endswith("_tokens")
     unit = (" ms" if name.endswith("_ms") else " tok" if tokens else " req/s" if name == "request_throughput" else
             " tok/J" if name == "output_tokens_per_joule" else " J" if name == "joules_per_request" else
+            " concurrent" if name == "slo_capacity" else
             "x" if name.startswith("scaling") else
             " tok/s" if "throughput" in name or name == "max_output_tokens_per_s" else "")
     return Metric(name, unit, name in THROUGHPUT_METRICS or name in ("completed", "concurrency"), family)

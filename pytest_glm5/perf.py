@@ -16,6 +16,7 @@ from .answering import Answering
 from .configs import ServerConfig
 from .judge.gate import Checked, GateError, PerfGate
 from .judge.provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
+from .judge.slo import ATTAINMENT, CAPACITY, Attainment, Capacity, Slo, attainment, capacity, needed, requests_of
 from .judge.verdicts import Kind
 from .load.types import BenchResult, Workload
 from .measurement import Measured, Stability, check_stability, measure
@@ -40,6 +41,7 @@ class Recipe:
     num_prompts: int | None
     repeats: int
     kw: dict[str, Any]
+    slo: Slo | None = None  # each launch's attainment of it becomes the scenario's slo_attainment
 
 
 @dataclass
@@ -177,6 +179,9 @@ def measure_plan(ctx: PerfContext, server: ServerHandle, build: str, arm: str, p
     for _ in range(plan.repeats):
         r = bench(server, ctx, fail, plan.concurrency, plan.num_prompts, **plan.kw)
         r.launch, r.build, r.arm, r.invalid = launch, build, arm, invalid
+        if plan.slo is not None:
+            r.slo = attainment(plan.slo, requests_of(r.records))
+            r.metrics[ATTAINMENT] = r.slo.rate
         out.append(r)
     return out
 
@@ -274,10 +279,17 @@ class Perf:
         self.plans: dict[str, Recipe] = {}
 
     def run(self, scenario: str, concurrency: int, num_prompts: int | None = None, repeats: int | None = None,
-            **kw: Any) -> list[BenchResult]:
+            slo: Slo | None = None, **kw: Any) -> list[BenchResult]:
         """Measure a scenario `repeats` times (--glm5-repeats overrides the suite's value) on the config's live
-        launch (build A's under --glm5-ab). More launches are rounds of the whole config after its last test."""
-        plan = Recipe(concurrency, num_prompts, self.ctx.repeats or repeats or 1, dict(kw))
+        launch (build A's under --glm5-ab). More launches are rounds of the whole config after its last test.
+        With an `slo`, each launch's attainment of it is the scenario's `slo_attainment` (check holds it)."""
+        if slo is not None and not isinstance(slo, Slo):
+            self.fail(f"{self.config} {scenario}: slo must be a pytest_glm5.Slo (Slo(ttft_ms=2000, tpot_ms=200)), "
+                      f"not {type(slo).__name__}")
+        if slo is not None and (num_prompts or 0) < needed(slo.target):
+            self.fail(f"{self.config} {scenario}: an SLO at {slo.target * 100:g}% is judged from at least "
+                      f"{needed(slo.target)} requests a launch; num_prompts is {num_prompts}")
+        plan = Recipe(concurrency, num_prompts, self.ctx.repeats or repeats or 1, dict(kw), slo)
         self.plans[scenario] = plan
         st = self.ctx
         ab = st.gate.statistics.ab
@@ -325,11 +337,17 @@ class Perf:
         again in the config's rounds after its last test; statistical regressions are decided when the run ends."""
         rs = results if isinstance(results, list) else [results]
         gate = self.ctx.gate
+        # A ladder's top points may miss the SLO by design (that is where capacity ends): a miss is no failure of
+        # its own; the attainment is held as a floor and the line says what this launch's requests did.
+        said = rs[-1].slo.line() if rs and rs[-1].slo is not None else ""
         ab = gate.statistics.ab
         if ab:
             checked = Checked([], [], undecided=True)  # build B has not been measured yet: its rounds will
         else:
             checked = self._judged(partial(self._judge_once, scenario, list(rs), metrics, 1))
+        for v in checked.verdicts:
+            if v.metric == ATTAINMENT and said and said not in v.note:
+                v.note = f"{v.note}; {said}" if v.note else said
         gate.record(self.config, scenario, rs, checked)
         wrong = next((r.invalid for r in rs if r.invalid), None)
         if wrong:
@@ -357,6 +375,30 @@ class Perf:
     def _judge_once(self, scenario: str, rs: list[BenchResult], metrics: list[str] | None, look: int,
                     prov: Provenance) -> Checked:
         return self.ctx.gate.judge(self.config, scenario, rs, metrics, prov, look)
+
+    def capacity(self, name: str, scenarios: Sequence[str]) -> Capacity:
+        """Capacity at the SLO of a ladder measured earlier in this test (scenarios run with the same `slo`): the
+        largest concurrency within it, as a bracket, held as the floor `slo_capacity` of `name`. Every launch's
+        requests of a point count (the ladder the night measured; no extra launch)."""
+        ladder: dict[int, Attainment] = {}
+        slos = set()
+        for scenario in scenarios:
+            rs = self.results_of(scenario)
+            if not rs or any(r.slo is None for r in rs):
+                self.fail(f"{self.config} {name}: {scenario} was not measured with an slo in this run "
+                          "(perf.run(..., slo=SLO) before perf.capacity)")
+            slos.add(rs[0].slo.slo)
+            ladder[rs[0].workload.concurrency] = attainment(rs[0].slo.slo,
+                                                            requests_of([x for r in rs for x in r.records]))
+        if len(slos) > 1:
+            self.fail(f"{self.config} {name}: the ladder's scenarios were measured under {len(slos)} different SLOs")
+        cap = capacity(ladder)
+        if cap.feasible is None:
+            self.fail(f"{self.config} {name}: {cap.line()}")
+        checked = self.check_value(name, CAPACITY, [float(cap.feasible or 0)], [(s, ATTAINMENT) for s in scenarios])
+        for v in checked.verdicts:
+            v.note = f"{v.note}; {cap.line()}" if v.note else cap.line()
+        return cap
 
     def check_value(self, scenario: str, metric: str, samples: list[float],
                     inputs: Sequence[tuple[str, str]] = ()) -> Checked:

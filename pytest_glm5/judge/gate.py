@@ -21,7 +21,7 @@ from ..metrics import (
 )
 from ..settings import Settings, SettingsError, check_writable_dir
 from ..textfiles import remove_stale_temps
-from . import carry, decide, held
+from . import carry, decide, held, slo
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key, read_once
 from .decide import Look, per_launch
 from .provenance import Provenance
@@ -285,7 +285,22 @@ class PerfGate:
                               [r.arm for r in results], store, path, prov, self.look(look), behind,
                               _client_bound(results), _apart(results), held.observed([r.metrics for r in results]))
         _tails(checked.verdicts, results)
+        self._slo_rule(checked, results)
         return checked
+
+    def _slo_rule(self, checked: Checked, results: Sequence[BenchResult]) -> None:
+        """An SLO attainment that the reference met and every launch tonight misses beyond doubt is a regression on
+        exact binomial bounds (judge/slo.py), whatever a t-test over identical reference launches left open."""
+        tonight = [r.slo for r in results if r.slo is not None]
+        for v in checked.verdicts:
+            if v.metric != slo.ATTAINMENT or v.bound is None or v.verdict not in JUDGED or len(tonight) < len(results):
+                continue
+            why = slo.missed_beyond_doubt(v.bound.value, tonight, self.statistics.alpha)
+            if why is not None:
+                v.verdict, v.note, v.stat, v.alone = Kind.REGRESSION, why, Test(), None
+            elif v.verdict == Kind.REGRESSION:
+                v.verdict, v.note = Kind.UNRESOLVED, ("below its floor, but not beyond doubt on exact bounds (the SLO "
+                                                      "is missed beyond doubt or not at all): " + tonight[-1].line())
 
     def judge_values(self, config: str, scenario: str, metric: str, samples: Sequence[float],
                      provenance: Provenance, launch: str = "0", inputs: Sequence[tuple[str, str]] = ()) -> Checked:
@@ -361,6 +376,10 @@ class PerfGate:
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
                 if v.verdict != Kind.WORKLOAD_CHANGED:
                     v.verdict, v.note = Kind.EMULATOR_BOUND, behind
+            elif metric == slo.ATTAINMENT:
+                # A share of requests: its exact binomial bounds judge it (_slo_rule), not a t-test on the logs of
+                # launches (a launch with no request within the SLO has none), so it keeps no launches either.
+                v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
             elif bound is None or bound.provisional:
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
                 v.launches = per_launch(samples, labels)
@@ -461,6 +480,8 @@ class PerfGate:
         labels = [r.launch or "0" for r in results]
         looks = self.per_night()
         for metric in list(metrics or []) or store.metrics_of(config, scenario) or ["output_throughput"]:
+            if metric == slo.ATTAINMENT:
+                continue  # judged on exact bounds over its requests: no reference spread to resolve
             values = per_launch([r.metrics[metric] for r in results], labels)
             if len(values) < 2 or min(values) <= 0:
                 return len(values) < 2

@@ -29,7 +29,11 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
+from ..metrics import RequestTiming
+
 CONFIDENCE = 0.95  # one-sided, for each bound of an attainment
+ATTAINMENT = "slo_attainment"  # the metric: a launch's share of requests within the SLO, gated as a floor
+CAPACITY = "slo_capacity"  # the metric: the largest ladder concurrency within the SLO, gated as a floor
 
 
 @dataclass(frozen=True)
@@ -175,16 +179,41 @@ class Capacity:
 
 def capacity(ladder: Mapping[int, Attainment]) -> Capacity:
     """The capacity bracket from a ladder's attainments (concurrency -> attainment): the largest point that clears,
-    below the first that does not. Points with too few requests neither clear nor break the ladder."""
+    below the first that misses the target beyond doubt (its exact upper bound below it), so the bracket moves down
+    only on evidence. Points with too few requests, and points below the target that their bounds leave undecided,
+    neither clear nor break the ladder."""
     if not ladder:
         raise ValueError("capacity needs at least one measured point of the ladder")
     slo = next(iter(ladder.values())).slo
     feasible: int | None = None
     unjudged = tuple(c for c, a in sorted(ladder.items()) if a.state == "not judged")
     for c, a in sorted(ladder.items()):
-        if a.state == "not judged":
-            continue
-        if not a.clears:
+        if a.state == "misses":
             return Capacity(slo, feasible, c, a.binding or "failures", unjudged)
-        feasible = c
+        if a.clears:
+            feasible = c
     return Capacity(slo, feasible, None, "", unjudged)
+
+
+def missed_beyond_doubt(reference: float, launches: Sequence[Attainment], alpha: float) -> str | None:
+    """Why an attainment series regressed on exact bounds (None: it did not show that): the reference met the target
+    and every launch tonight misses it with its one-sided Clopper-Pearson upper bound at 1 - alpha below the target.
+    A share of requests has its binomial error, which a t-test over a reference of identical launches (every one at
+    100%) cannot see."""
+    if not launches or reference < launches[0].slo.target:
+        return None
+    slo = launches[0].slo
+    uppers = [clopper_pearson(a.good, a.sent, 1 - alpha)[1] for a in launches if a.sent]
+    if len(uppers) < len(launches) or max(uppers) >= slo.target:
+        return None
+    return (f"the reference met the SLO ({reference * 100:.1f}%) and every launch tonight misses it beyond doubt "
+            f"(exact upper bound {max(uppers) * 100:.1f}% < {slo.target * 100:g}% at {(1 - alpha) * 100:g}%): "
+            f"{launches[-1].line()}")
+
+
+def requests_of(records: Sequence[RequestTiming]) -> list[Request]:
+    """What an SLO looks at in each measured request (bench_serving's TPOT: the time after the first token over the
+    tokens after it)."""
+    return [Request(r.success, r.ttft * 1000.0,
+                    (r.latency - r.ttft) * 1000.0 / (r.output_len - 1) if r.output_len > 1 else None,
+                    r.latency * 1000.0) for r in records]

@@ -141,6 +141,7 @@ class BenchResult:
     tokens_total: int = 0
     server: Any = None  # servermetrics.ServerView: SGLang's own counters over the same run
     server_note: str | None = None  # the server's count and the client's differ: why
+    slo: Any = None  # judge.slo.Attainment: the window's requests against the scenario's SLO (None: it has none)
 
     @property
     def failed(self) -> int:
