@@ -135,12 +135,17 @@ def after_failed_run(pool: ServerPool, failed: Measured | Stability) -> None:
         pool.notice_death()
 
 
+def default_prompts(concurrency: int) -> int:
+    """Requests a scenario sends when it names none: four waves, at least eight."""
+    return max(8, 4 * concurrency)
+
+
 def bench(server: ServerHandle, ctx: PerfContext, fail: Fail, concurrency: int = 1, num_prompts: int | None = None,
           **kw: Any) -> BenchResult:
     """One watched measurement; a death, hang or unanswered server fails the test with its report."""
     kw.setdefault("warmup", concurrency)
     try:
-        wl = workload(server, ctx, concurrency, num_prompts or max(8, 4 * concurrency), **kw)
+        wl = workload(server, ctx, concurrency, num_prompts or default_prompts(concurrency), **kw)
     except ValueError as exc:
         fail(f"bad workload for {server.config.name}: {exc}")
     before = ctx.pool.cotenants()
@@ -286,9 +291,11 @@ class Perf:
         if slo is not None and not isinstance(slo, Slo):
             self.fail(f"{self.config} {scenario}: slo must be a pytest_glm5.Slo (Slo(ttft_ms=2000, tpot_ms=200)), "
                       f"not {type(slo).__name__}")
-        if slo is not None and (num_prompts or 0) < needed(slo.target):
+        sent = num_prompts or default_prompts(concurrency)
+        if slo is not None and sent < needed(slo.target):
             self.fail(f"{self.config} {scenario}: an SLO at {slo.target * 100:g}% is judged from at least "
-                      f"{needed(slo.target)} requests a launch; num_prompts is {num_prompts}")
+                      f"{needed(slo.target)} requests a launch, and this scenario sends {sent}: set num_prompts="
+                      f"{needed(slo.target)} or more")
         plan = Recipe(concurrency, num_prompts, self.ctx.repeats or repeats or 1, dict(kw), slo)
         self.plans[scenario] = plan
         st = self.ctx

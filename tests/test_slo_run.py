@@ -7,7 +7,7 @@ from __future__ import annotations
 import tomllib
 
 import pytest
-from plugin_helpers import OUTPUTS, outcome_agrees, report, write_configs
+from plugin_helpers import OUTPUTS, outcome_agrees, report, said_lines, write_configs
 
 # The tiny profile: a decode step of ~4.3 ms at 16 running, a prefill of 2 ms + 5 us a token. At 16 concurrent
 # prompts of 256 tokens a wave's prefill takes ~22 ms, at 32 ~43 ms; prefill twice as slow makes them ~45 and ~86 ms,
@@ -55,3 +55,22 @@ def test_a_prefill_only_slowdown_fails_the_slo_and_capacity_while_throughput_pas
     assert cap["verdict"] == "regression" and cap["measured"] == 16, cap
     assert "capacity 16 concurrent within TTFT <= 65 ms, TPOT <= 20 ms at 95% (infeasible at 32: TTFT binds)" in \
         cap["note"]
+
+
+def test_an_slo_that_its_requests_cannot_judge_is_refused_before_it_measures(pytester: pytest.Pytester) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile("""
+import pytest
+from pytest_glm5 import Slo
+@pytest.mark.server_config("t")
+def test_few(perf):
+    perf.run("c1", concurrency=1, output_len=8, slo=Slo(ttft_ms=100.0, target=0.99))
+@pytest.mark.server_config("t")
+def test_not_an_slo(perf):
+    perf.run("c1", concurrency=1, num_prompts=64, output_len=8, slo={"ttft_ms": 100})
+""")
+    result = pytester.runpytest("--glm5-no-canary")
+    result.assert_outcomes(failed=2)
+    said_lines(result, ["*t c1: an SLO at 99% is judged from at least 299 requests a launch, and this scenario sends "
+                        "8: set num_prompts=299 or more",
+                        "*t c1: slo must be a pytest_glm5.Slo (Slo(ttft_ms=2000, tpot_ms=200)), not dict"])
