@@ -37,6 +37,8 @@ COUNT_METRICS = (
     "duration",
     "mean_reasoning_tokens",  # chat: thinking tokens per request, a property of the workload (held, not gated)
     "mean_input_tokens",  # the prompt as the server counted it (chat: with its template)
+    "prefix_hit",  # shared-prefix shapes: cached prompt tokens over prompt tokens in the window, as the server said
+    "prefix_hit_ideal",  # what the shape implies (Workload.ideal_prefix_hit)
 )
 
 
@@ -142,6 +144,7 @@ class RequestTiming:
     server_timings: dict[str, float] | None = None  # the engine's own per-request timings (llama.cpp)
     ttfo: float | None = None  # chat: to the first answer token, after the thinking (AIPerf's); 0: only thinking
     reasoning_tokens: int = 0  # chat: thinking tokens of output_len
+    cached_tokens: int | None = None  # prompt tokens the server's prefix cache served (None: it did not say)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -359,9 +359,10 @@ class Perf:
         wrong = next((r.invalid for r in rs if r.invalid), None)
         if wrong:
             self.fail(f"{self.config} {scenario}: {wrong}")
-        drift = next((v.note for v in checked.verdicts if v.verdict == Kind.WORKLOAD_DRIFT), None)
-        if drift:  # the model did another workload than its reference: no round can make it comparable
-            self.fail(f"{self.config} {scenario}: {drift}")
+        held = next((v.note for v in checked.verdicts if v.verdict in (Kind.WORKLOAD_DRIFT,
+                                                                           Kind.WORKLOAD_NOT_HELD)), None)
+        if held:  # another workload than the one asked or recorded: no round can make it comparable
+            self.fail(f"{self.config} {scenario}: {held}")
         if checked.failures:
             self.fail("\n".join(checked.failures))
         plan = self.plans.get(scenario)

@@ -26,7 +26,7 @@ from .baselines import BaselineError, BaselineStore, baseline_path, judge, model
 from .decide import Look, per_launch
 from .provenance import Provenance
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
-from .verdicts import NOT_JUDGED, WORKLOAD_KEYS, Bound, Kind, Test, Verdict, threshold
+from .verdicts import NOT_JUDGED, WORKLOAD_KEYS, WORKLOAD_UNSET, Bound, Kind, Test, Verdict, threshold
 
 # Where a series' looks span nights (a history), alpha is spent early (Pocock-type): scripts/simulate_nights.py
 EARLY_SPENDING = True
@@ -176,9 +176,10 @@ def check_stores(root: Path, wanted: dict[str, tuple[str, str]],
 
 
 def workload_of(workload: Workload) -> dict[str, object]:
-    """The part of a Workload that a bound depends on (a key a workload leaves unset, as thinking outside chat, is
-    left out: recorded workloads stay as they were, and a TOML file has no null)."""
-    return {k: getattr(workload, k) for k in WORKLOAD_KEYS if getattr(workload, k) is not None}
+    """The part of a Workload that a bound depends on (a key at its unset value, as thinking outside chat, is left
+    out: recorded workloads and carried samples stay as they were, and a TOML file has no null)."""
+    return {k: getattr(workload, k) for k in WORKLOAD_KEYS
+            if k not in WORKLOAD_UNSET or getattr(workload, k) != WORKLOAD_UNSET[k]}
 
 
 @dataclass

@@ -6,6 +6,9 @@ workload and recorded with the bound, so tomorrow's night is held to what the re
 
 - **input length**: the prompt as the server counted it (a chat prompt with its template) within 2% of the asked
   `input_len` (AIPerf compensates the template the same way; a template that grew is a workload that changed);
+- **prefix hit**: in a shared-prefix shape, the share of prompt tokens the server's cache served over the window
+  (its own per-request counts) within 2 points of what the shape implies (Workload.ideal_prefix_hit): a cache that
+  stops hitting is "workload not held", not a latency regression;
 - **reasoning**: with thinking on, the mean reasoning tokens a request within 10% of the reference's, as MLPerf
   bounds a reasoning model's tokens per sample to 0.9-1.1x of the reference: shorter thinking buys throughput no
   user asked for, so outside it the point is "workload drift", never faster or slower.
@@ -18,6 +21,10 @@ held to 10%): shorter or longer thinking is another workload, neither faster nor
     'workload not held: the server counted 131 prompt tokens a request where 128 were asked (+2.3%, held to 2%)'
     >>> check(asked, {"input_tokens": 128.0, "reasoning_tokens": 1150.0}, {"reasoning_tokens": 1200.0}) is None
     True
+    >>> check({"input_len": 1024}, {"prefix_hit": 0.41, "prefix_ideal": 0.86}, None)[1]
+    'workload not held: prefix hit 41% where the shape implies 86% (held to 2 points): a cache that does not serve \
+the shape is no latency of it'
+
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ REASONING_TOLERANCE = 0.10
 DRIFT = "workload drift"  # the model's own share of the workload moved (Kind.WORKLOAD_DRIFT)
 NOT_HELD = "workload not held"  # the shape asked for was not the one served (Kind.WORKLOAD_NOT_HELD)
 # metric of a run -> the name its observed mean is kept under
-OBSERVED = {"mean_input_tokens": "input_tokens", "mean_reasoning_tokens": "reasoning_tokens"}
+OBSERVED = {"mean_input_tokens": "input_tokens", "mean_reasoning_tokens": "reasoning_tokens",
+            "prefix_hit": "prefix_hit", "prefix_hit_ideal": "prefix_ideal"}
+PREFIX_POINTS = 0.02  # the hit rate a prefix cache achieves, within 2 points of what the shape implies
 
 
 def observed(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -53,6 +62,11 @@ def check(asked: Mapping[str, Any], seen: Mapping[str, float], reference: Mappin
         if abs(off) > INPUT_TOLERANCE:
             return NOT_HELD, (f"{NOT_HELD}: the server counted {got:g} prompt tokens a request where {target} were "
                               f"asked ({off * 100:+.1f}%, held to {INPUT_TOLERANCE * 100:g}%)")
+    hit, ideal = seen.get("prefix_hit"), seen.get("prefix_ideal")
+    if hit is not None and ideal is not None and abs(hit - ideal) > PREFIX_POINTS:
+        return NOT_HELD, (f"{NOT_HELD}: prefix hit {hit * 100:.0f}% where the shape implies {ideal * 100:.0f}% (held "
+                          f"to {PREFIX_POINTS * 100:g} points): a cache that does not serve the shape is no latency "
+                          "of it")
     thought, then = seen.get("reasoning_tokens"), (reference or {}).get("reasoning_tokens")
     if asked.get("thinking") and thought is not None and then:
         off = thought / float(then) - 1

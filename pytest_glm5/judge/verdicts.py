@@ -201,9 +201,13 @@ class Verdict:
                 f"tolerance {b.tolerance * 100:g}%{slack}{prov}{note})")
 
 
-WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling", "thinking")
-# What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one, no chat.
-WORKLOAD_LEGACY: dict[str, Any] = {"range_ratio": 1.0, "sampling": "uniform", "thinking": None}
+WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling", "thinking",
+                 "prefix_len", "prefix_groups")
+# Keys a workload leaves out at these values (recorded files and carried samples stay as they were).
+WORKLOAD_UNSET: dict[str, Any] = {"thinking": None, "prefix_len": 0, "prefix_groups": 1}
+# What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one, no chat,
+# no shared prefix.
+WORKLOAD_LEGACY: dict[str, Any] = {"range_ratio": 1.0, "sampling": "uniform", **WORKLOAD_UNSET}
 
 
 def workload_differs(recorded: dict[str, Any] | None, measured: dict[str, Any]) -> bool:
@@ -223,6 +227,8 @@ def describe_workload(workload: dict[str, Any] | None) -> str:
     sampling = workload.get("sampling", WORKLOAD_LEGACY["sampling"])
     thinking = workload.get("thinking")
     think = "" if thinking is None else " thinking" if thinking else " no-thinking"
+    if workload.get("prefix_len"):
+        think += f", {workload['prefix_len']}-token prefix in {workload.get('prefix_groups', 1)} groups"
     return (f"c{workload.get('concurrency', '?')} {workload.get('input_len', '?')}/{workload.get('output_len', '?')} "
             f"{workload.get('protocol', '?')}{think}{spread}, {sampling} ids")
 

@@ -44,17 +44,24 @@ def lengths(full: int, ratio: float, count: int, rng: random.Random) -> list[int
     return [rng.randint(max(int(full * ratio), 1), full) for _ in range(count)]
 
 
-def make_prompts(workload: Workload, count: int, salt: int = 0) -> list[list[int]]:
+def make_prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) -> list[list[int]]:
     """Seeded token-id prompts inside [token_low, token_high), input_len ids each (or bench_serving's range of
-    lengths under range_ratio < 1), drawn as `workload.sampling` says."""
-    rng = random.Random(workload.seed * 1_000_003 + salt)
+    lengths under range_ratio < 1), drawn as `workload.sampling` says; under a shared prefix, each opens with its
+    group's prefix (drawn with `nonce`, so another run's cache holds none of them)."""
+    rng = random.Random(workload.seed * 1_000_003 + salt + nonce * 7_777_777)
     lo, hi = workload.token_low, workload.token_high
     lens = lengths(workload.input_len, workload.range_ratio, count, rng)
     if workload.sampling == "random-ids":
         span = hi - lo
         offsets = [rng.randrange(span) for _ in range(count)]
-        return [[lo + (offsets[i] + i + j) % span for j in range(lens[i])] for i in range(count)]
-    return [[rng.randrange(lo, hi) for _ in range(n)] for n in lens]
+        out = [[lo + (offsets[i] + i + j) % span for j in range(lens[i])] for i in range(count)]
+    else:
+        out = [[rng.randrange(lo, hi) for _ in range(n)] for n in lens]
+    if workload.prefix_len:
+        # Each group's prefix in place of the prompt's first prefix_len tokens; `nonce` makes them new to this run.
+        groups = [[rng.randrange(lo, hi) for _ in range(workload.prefix_len)] for _ in range(workload.prefix_groups)]
+        out = [groups[i % workload.prefix_groups] + p[workload.prefix_len:] for i, p in enumerate(out)]
+    return out
 
 
 def output_lengths(workload: Workload, count: int, salt: int = 0) -> list[int]:
@@ -141,6 +148,8 @@ class _Stream:
     def _feed_native(self, data: dict[str, Any], now: float) -> None:
         meta = data.get("meta_info") or {}
         count = int(meta.get("completion_tokens", self.tokens))
+        if "cached_tokens" in meta:
+            self.r.cached_tokens = int(meta["cached_tokens"])
         if data.get("text"):
             if self.r.ttft == 0.0:
                 self.r.ttft = now - self.r.start
@@ -181,6 +190,9 @@ class _Stream:
     def _feed_chat(self, data: dict[str, Any], now: float) -> None:
         assert self.chat is not None
         self.chat.feed(data, now)
+        details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
+        if "cached_tokens" in details:  # SGLang says it under --enable-cache-report
+            self.r.cached_tokens = int(details["cached_tokens"])
         for choice in data.get("choices") or ():
             if choice.get("finish_reason"):
                 self.r.finish_reason = str(choice["finish_reason"])
@@ -493,7 +505,9 @@ class LoadRunner:
             if workload.flush_cache and workload.protocol in ("sglang", "chat"):
                 self.cache_note = await self._flush(session)
         self.max_in_flight = 0
-        prompts = make_prompts(workload, workload.num_prompts)
+        # A shared-prefix shape's prefixes are new to this run: nothing another scenario left in the cache serves it.
+        nonce = random.SystemRandom().randrange(1, 2 ** 31) if workload.prefix_len else 0
+        prompts = make_prompts(workload, workload.num_prompts, nonce=nonce)
         started_at = time.time()
         t0 = time.perf_counter()
         monitor = ClientMonitor().start()
@@ -504,6 +518,11 @@ class LoadRunner:
         client = monitor.stop([r.sent - r.start for r in records if r.sent])
         metrics = compute_metrics(records, duration, t0)
         metrics["failed"] = float(workload.num_prompts - metrics["completed"])
+        told = [r for r in records if r.success and r.cached_tokens is not None]
+        ideal = workload.ideal_prefix_hit()
+        if ideal is not None and told:  # over exactly the window's requests, by the server's own counts
+            metrics["prefix_hit"] = sum(r.cached_tokens or 0 for r in told) / max(1, sum(r.prompt_len for r in told))
+            metrics["prefix_hit_ideal"] = ideal
         return BenchResult(
             url=self.url,
             workload=workload,

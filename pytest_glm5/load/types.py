@@ -54,6 +54,11 @@ class Workload:
     # chat: thinking pinned on or off (never the server's default: a default that changes is a workload that
     # changed). input_len counts the templated prompt, as the server's usage.prompt_tokens does.
     thinking: bool | None = None
+    # Shared prefixes (SGLang's generated-shared-prefix): each prompt opens with one of `prefix_groups` prefixes of
+    # prefix_len tokens, new to each run (a cache-bust marker: one scenario's cache never serves the next), then
+    # its own tokens. 0: no shared prefix.
+    prefix_len: int = 0
+    prefix_groups: int = 1
 
     def __post_init__(self) -> None:
         problems = []
@@ -71,6 +76,13 @@ class Workload:
             problems.append(f"token range [{self.token_low}, {self.token_high}) is empty")
         if not 0.0 <= self.range_ratio <= 1.0:
             problems.append(f"range_ratio must be in [0, 1] (1 = fixed lengths), got {self.range_ratio}")
+        if not 0 <= self.prefix_len < self.input_len:
+            problems.append(f"prefix_len must be in [0, input_len) (a prompt has tokens of its own), got "
+                            f"{self.prefix_len} of {self.input_len}")
+        if self.prefix_len and not 1 <= self.prefix_groups <= self.num_prompts:
+            problems.append(f"prefix_groups must be in [1, num_prompts], got {self.prefix_groups}")
+        if self.prefix_len and self.range_ratio < 1.0:
+            problems.append("a shared prefix needs fixed lengths (range_ratio 1)")
         if self.protocol == "chat" and self.thinking is None:
             problems.append("a chat workload pins thinking on or off (thinking=True or False; glm5 bench --thinking "
                             "on|off): the server's default is not a workload")
@@ -80,6 +92,13 @@ class Workload:
             problems.append(f"sampling must be one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
         if problems:
             raise ValueError("; ".join(problems))
+
+    def ideal_prefix_hit(self) -> float | None:
+        """The share of prompt tokens a prefix cache can serve in this shape's window (the cache flushed before
+        it): every prompt's prefix but the first of each group. None: no shared prefix."""
+        if not self.prefix_len:
+            return None
+        return self.prefix_len * (self.num_prompts - self.prefix_groups) / (self.input_len * self.num_prompts)
 
     def label(self) -> str:
         """A short human name such as `c256 128/128 sglang`."""

@@ -135,11 +135,14 @@ def decide(f: Facts) -> Outcome:
         named = "; ".join(f"{c}: {why}" for c, why in list(wrong.items())[:2])
         reasons.append(f"faster, but wrong: {_n(len(wrong), 'config')} answered wrong ({named}"
                        f"{', and more' if len(wrong) > 2 else ''})")
-    drifted = [v for v in f.verdicts if v.verdict == Kind.WORKLOAD_DRIFT]
-    if drifted:  # the model does another workload than its reference: tonight's figures say nothing of speed
-        points = list(dict.fromkeys(f"{v.config} {v.scenario}" for v in drifted))
-        reasons.append(f"workload drift: {', '.join(points[:3])}{', and more' if len(points) > 3 else ''} "
-                       f"({drifted[0].note.split(': ', 1)[1].split(':', 1)[0]})")
+    for kind in (Kind.WORKLOAD_DRIFT, Kind.WORKLOAD_NOT_HELD):
+        # Another workload than the one asked or recorded: tonight's figures say nothing of speed, and a model
+        # that thinks less or a cache that stops hitting is the team's to look at before any figure.
+        missed = [v for v in f.verdicts if v.verdict == kind]
+        if missed:
+            points = list(dict.fromkeys(f"{v.config} {v.scenario}" for v in missed))
+            reasons.append(f"{kind}: {', '.join(points[:3])}{', and more' if len(points) > 3 else ''} "
+                           f"({missed[0].note.split(': ', 1)[1].split(':', 1)[0]})")
     if f.regressed:
         named = ", ".join(f"{v.config} {v.scenario} {v.metric} {_change(v)}" for v in f.regressed[:3])
         more = f", and {len(f.regressed) - 3} more" if len(f.regressed) > 3 else ""

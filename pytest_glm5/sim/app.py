@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from collections import deque
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +34,7 @@ from .answers import Answers
 from .args import parse_args, sglang_args
 from .chat import Reasoning, handle_chat
 from .engine import AsyncEngine, Scheduler, SimRequest, Step
+from .prefix import PrefixCache, blocks_of
 from .profile import Model, ProfileError, load_profile, resolve
 
 OPENAI_COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options",
@@ -108,7 +110,10 @@ class SimServer:
                              startup_s=ns.sim_startup_s, launch_cv=cv, launch_factor=factor)
         self.scale = ns.sim_time_scale
         seed = ns.sim_seed if ns.sim_seed is not None else 0
-        self.scheduler = Scheduler(self.model, seed=seed)
+        # SGLang's radix cache holds prompt prefixes in the KV pool unless --disable-radix-cache.
+        off = self.args.get("disable_radix_cache") or ns.sim_prefix_cache_broken
+        cache = None if off else PrefixCache(self.model.kv_capacity_tokens)
+        self.scheduler = Scheduler(self.model, seed=seed, cache=cache)
         self.engine = AsyncEngine(self.scheduler, self.scale, on_step=self._on_step,
                                   max_wakeups_per_s=ns.sim_max_chunk_rate)
         self.engine.hang_after_tokens = ns.sim_hang_after_tokens
@@ -163,7 +168,7 @@ class SimServer:
         return None
 
     def new_request(self, prompt_len: int, max_new: int, ignore_eos: bool, text: str | None = None,
-                    stop_at: int | None = None) -> SimRequest:
+                    stop_at: int | None = None, prompt: Sequence[int | str] = ()) -> SimRequest:
         """A request admitted to the scheduler; a text prompt gets the emulated model's reply (sim.answers), which
         ends where the reply does unless EOS is ignored; `stop_at` where the caller drew its end (chat's thinking)."""
         words = None
@@ -172,7 +177,7 @@ class SimServer:
         if stop_at is None:
             stop_at = len(words) if words else self.scheduler.stop_point(max_new, ignore_eos)
         req = SimRequest(rid=uuid.uuid4().hex, prompt_len=prompt_len, max_new_tokens=max_new, stop_at=stop_at,
-                         words=words)
+                         words=words, blocks=blocks_of(prompt) if self.scheduler.cache is not None else ())
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         self.engine.submit(req)
@@ -293,7 +298,9 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
     if fault == "http500":
         return sse.error(500, "Internal server error (injected by --sim-fault)")
     text = body.get("text") if isinstance(body.get("text"), str) and body.get("input_ids") is None else None
-    req = srv.new_request(plen, max_new, bool(sp.get("ignore_eos", False)), text)
+    ids = body.get("input_ids")
+    req = srv.new_request(plen, max_new, bool(sp.get("ignore_eos", False)), text,
+                          prompt=ids if isinstance(ids, list) else str(body.get("text") or "").split())
     req.received_at = received
     t0 = time.perf_counter()
     try:
@@ -318,7 +325,7 @@ def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
         "finish_reason": _finish_native(req),
         "prompt_tokens": plen,
         "completion_tokens": req.generated,
-        "cached_tokens": 0,
+        "cached_tokens": req.cached,
         "weight_version": "default",
     }
     if req.finished:
@@ -350,7 +357,7 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
     if fault == "http500":
         return sse.error(500, "Internal server error (injected by --sim-fault)")
     req = srv.new_request(plen, max_new, bool(body.get("ignore_eos", False)), prompt if isinstance(prompt, str)
-                          else None)
+                          else None, prompt=prompt.split() if isinstance(prompt, str) else list(prompt or []))
     model = srv.args["served_model_name"]
     cid = "cmpl-" + req.rid
     created = int(time.time())
@@ -450,6 +457,8 @@ async def handle_flush(request: web.Request) -> web.Response:
     srv: SimServer = request.app["srv"]
     if srv.scheduler.running or srv.scheduler.waiting:
         return web.Response(status=400, text="Cache not flushed. Please check the server log for details.")
+    if srv.scheduler.cache is not None:
+        srv.scheduler.cache.flush()
     return web.Response(text="Cache flushed.\nPlease check backend logs for more details. "
                              "(When there are running or waiting requests, the operation will not be performed.)\n")
 
@@ -462,6 +471,7 @@ async def handle_metrics(request: web.Request) -> web.Response:
     rows = [
         ("sglang:prompt_tokens_total", "counter", s.prompt_tokens_total),
         ("sglang:generation_tokens_total", "counter", s.generation_tokens_total),
+        ("sglang:cached_tokens_total", "counter", s.cached_tokens_total),
         ("sglang:num_requests_total", "counter", s.requests_total),
         ("sglang:num_running_reqs", "gauge", len(s.running)),
         ("sglang:num_queue_reqs", "gauge", len(s.waiting)),

@@ -125,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-reasoning-scale", type=_positive, default=_env_factor("GLM5_SIM_REASONING_SCALE"),
                      metavar="F", help="the model thinks F times as long (0.8 = 20%% shorter reasoning, which buys "
                                        "speed no user asked for); default env GLM5_SIM_REASONING_SCALE, else 1")
+    sim.add_argument("--sim-prefix-cache-broken", action="store_true",
+                     default=os.environ.get("GLM5_SIM_PREFIX_CACHE_BROKEN", "") not in ("", "0"),
+                     help="the prefix cache never hits, radix cache on (a build that broke its matching); default "
+                          "env GLM5_SIM_PREFIX_CACHE_BROKEN")
     sim.add_argument("--sim-garbage", type=_fraction, default=_env_fraction("GLM5_SIM_GARBAGE"), metavar="RATE",
                      help="replace each generated token by a random one with chance RATE, at full speed: a fast "
                           "and wrong build; default env GLM5_SIM_GARBAGE (a build's env makes a wrong build), else 0")

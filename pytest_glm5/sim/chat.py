@@ -125,7 +125,7 @@ async def handle_chat(request: web.Request) -> web.StreamResponse:
     fault = srv.fault()
     if fault == "http500":
         return sse.error(500, "Internal server error (injected by --sim-fault)")
-    req = srv.new_request(plen, max_new, ignore_eos, stop_at=stop_at)
+    req = srv.new_request(plen, max_new, ignore_eos, stop_at=stop_at, prompt=text.split())
     req.received_at = received
     parser = bool(srv.args.get("reasoning_parser")) and body.get("separate_reasoning", True) is not False
     model = str(body.get("model") or srv.args["served_model_name"])
@@ -156,7 +156,9 @@ async def handle_chat(request: web.Request) -> web.StreamResponse:
     def usage() -> dict[str, Any]:
         use: dict[str, Any] = sse.usage(plen, req.generated)
         counted = min(think, req.generated) if parser else 0
-        use.update(prompt_tokens_details=None, reasoning_tokens=counted,
+        # Cached prompt tokens are reported under --enable-cache-report, as SGLang does.
+        details = {"cached_tokens": req.cached} if srv.args.get("enable_cache_report") else None
+        use.update(prompt_tokens_details=details, reasoning_tokens=counted,
                    completion_tokens_details={"reasoning_tokens": counted} if counted else None)
         return use
 

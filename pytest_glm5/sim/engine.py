@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .prefix import PrefixCache
 from .profile import Model
 
 # Late steps within this many wall seconds are caught up by running the next ones back to back.
@@ -44,6 +45,8 @@ class SimRequest:
     seq: int = 0
     waiter: asyncio.Future[None] | None = field(default=None, repr=False)
     words: list[str] | None = field(default=None, repr=False)  # a text prompt's reply (sim.answers); None: ids
+    blocks: tuple[int, ...] = field(default=(), repr=False)  # its prompt's block hashes (sim.prefix)
+    cached: int = 0  # prompt tokens the prefix cache held when it was admitted (their prefill skipped)
 
     @property
     def kv_tokens(self) -> int:
@@ -68,14 +71,16 @@ class Crash(Exception):
 class Scheduler:
     """SGLang-like continuous batching: FIFO admission under max-running and KV limits."""
 
-    def __init__(self, model: Model, seed: int = 0) -> None:
+    def __init__(self, model: Model, seed: int = 0, cache: PrefixCache | None = None) -> None:
         self.model = model
+        self.cache = cache  # None: --disable-radix-cache
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.kv_used = 0
         self.rng = random.Random(seed)
         self._noise = 0.0
-        self.prompt_tokens_total = 0
+        self.prompt_tokens_total = 0  # every prompt token, cached or computed (SGLang's counter)
+        self.cached_tokens_total = 0
         self.generation_tokens_total = 0
         self.requests_total = 0
         self.max_running_seen = 0
@@ -99,6 +104,10 @@ class Scheduler:
                 break
             self.waiting.popleft()
             self.kv_used += req.kv_tokens
+            if self.cache is not None and req.blocks:
+                req.cached = req.prefilled = self.cache.admit(req.blocks, req.prompt_len)
+                self.prompt_tokens_total += req.cached
+                self.cached_tokens_total += req.cached
             self.running.append(req)
         self.max_running_seen = max(self.max_running_seen, len(self.running))
 
