@@ -125,9 +125,9 @@ def test_llama_suite_launch_measure_baseline_update_reuse(pytester: pytest.Pytes
     shutil.copy(gguf_model, model)
     _suite(pytester, model)
     args = ("--glm5-hardware", "ci-cpu", "-p", "no:randomly")
-    # One launch a config: what is held is launching, recording and reuse, not the rounds a reference on 2 shared
-    # cores asks for (they made this test 7 launches and 96 s beside another worker).
-    result = pytester.runpytest(*args, "--update-baselines", "--glm5-keep-servers", "--glm5-max-repeats", "1")
+    # Recorded with its rounds: a one-launch floor of llama.cpp on 2 shared cores met a launch 99% slower beside
+    # another worker (28 vs 3718 tok/s) and read it as a provisional regression.
+    result = pytester.runpytest(*args, "--update-baselines", "--glm5-keep-servers")
     result.assert_outcomes(passed=5)
     said_lines(result, ["small: launched pid *", "big: launched pid *",
                                  "baselines updated (4):", "  small c1 output_throughput: new -> * (new)"])

@@ -58,9 +58,13 @@ def make_prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) 
     else:
         out = [[rng.randrange(lo, hi) for _ in range(n)] for n in lens]
     if workload.prefix_len:
-        # Each group's prefix in place of the prompt's first prefix_len tokens; `nonce` makes them new to this run.
-        groups = [[rng.randrange(lo, hi) for _ in range(workload.prefix_len)] for _ in range(workload.prefix_groups)]
-        out = [groups[i % workload.prefix_groups] + p[workload.prefix_len:] for i, p in enumerate(out)]
+        # Each group's prefix, then the prompt's own tokens drawn one by one (bench_serving's generated-shared-prefix
+        # draws them so): a run of consecutive ids would repeat another prompt's whole suffix at one start id in
+        # ~1000, which a prefix cache serves too. `nonce` makes the prefixes new to this run.
+        n = workload.prefix_len
+        groups = [[rng.randrange(lo, hi) for _ in range(n)] for _ in range(workload.prefix_groups)]
+        out = [groups[i % workload.prefix_groups] + [rng.randrange(lo, hi) for _ in range(len(p) - n)]
+               for i, p in enumerate(out)]
     return out
 
 
