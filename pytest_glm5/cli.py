@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .load.client import run_workload
-from .load.types import PROTOCOLS, SAMPLINGS, BenchError, Workload
+from .load.types import ARRIVALS, PROTOCOLS, SAMPLINGS, BenchError, Workload
 
 if TYPE_CHECKING:
     from .report.outputs import Outputs
@@ -120,6 +120,13 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                         "server's default is not a workload)")
     p.add_argument("--warmup", type=_int_at_least(0), default=None,
                    help="warmup requests, excluded (default: concurrency)")
+    p.add_argument("--request-rate", type=_positive_float, default=None,
+                   help="open loop: requests a second, never more than --concurrency in flight, each timed from its "
+                        "scheduled send (default: closed loop)")
+    p.add_argument("--arrival", choices=ARRIVALS, default="poisson",
+                   help="open loop: poisson, or gamma with --burstiness (bench_serving's)")
+    p.add_argument("--burstiness", type=_positive_float, default=1.0,
+                   help="gamma arrivals' shape: their CV is 1/sqrt(it) (default 1)")
     p.add_argument("--range-ratio", type=_ratio, default=1.0,
                    help="bench_serving's --random-range-ratio: lengths uniform in [L*r, L] (default 1: fixed)")
     p.add_argument("--sampling", choices=SAMPLINGS, default="random-ids",
@@ -133,6 +140,16 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--sglang-wheel", type=Path, default=None,
                    help="where sglang is not installed: the wheel bench_serving is read from "
                         "(pip download --no-deps sglang==0.5.23; or GLM5_SGLANG_WHEEL)")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
 
 
 def _ratio(text: str) -> float:
@@ -203,7 +220,8 @@ def _workloads(ns: argparse.Namespace) -> list[Workload]:
     return [Workload(concurrency=c, num_prompts=ns.num_prompts or max(8, 4 * c), input_len=ns.input_len,
                      output_len=ns.output_len, protocol=ns.protocol, warmup=c if ns.warmup is None else ns.warmup,
                      seed=ns.seed, range_ratio=ns.range_ratio, sampling=ns.sampling,
-                     thinking=None if ns.thinking is None else ns.thinking == "on") for c in ns.concurrency]
+                     thinking=None if ns.thinking is None else ns.thinking == "on", request_rate=ns.request_rate,
+                     arrival=ns.arrival, burstiness=ns.burstiness) for c in ns.concurrency]
 
 
 def _checked(parse: Callable[[str], float]) -> Callable[[str], float]:

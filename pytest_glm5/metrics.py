@@ -39,6 +39,11 @@ COUNT_METRICS = (
     "mean_input_tokens",  # the prompt as the server counted it (chat: with its template)
     "prefix_hit",  # shared-prefix shapes: cached prompt tokens over prompt tokens in the window, as the server said
     "prefix_hit_ideal",  # what the shape implies (Workload.ideal_prefix_hit)
+    "offered_rate",  # open loop: the requests a second asked
+    "arrival_cv",  # open loop: the CV of the gaps between the sends the client made
+    "arrival_cv_asked",  # open loop: the CV of the gaps it drew
+    "arrival_rate",  # open loop: the sends a second the client made
+    "arrival_rate_asked",  # open loop: the sends a second of the gaps it drew
 )
 
 
@@ -145,6 +150,7 @@ class RequestTiming:
     ttfo: float | None = None  # chat: to the first answer token, after the thinking (AIPerf's); 0: only thinking
     reasoning_tokens: int = 0  # chat: thinking tokens of output_len
     cached_tokens: int | None = None  # prompt tokens the server's prefix cache served (None: it did not say)
+    queued: float = 0.0  # open loop: seconds from its scheduled send to a free slot under the in-flight cap
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -193,3 +193,30 @@ def test_the_aiohttp_path_records_as_the_lean_one(sim_factory: Callable[..., Sim
         assert any(word in e for e in via_aiohttp.errors) and any(word in e for e in lean.errors)
     else:
         assert lean.failed == via_aiohttp.failed == 0
+
+
+def test_open_loop_times_each_request_from_its_scheduled_send(sim_factory: Callable[..., Sim]) -> None:
+    s = sim_factory()
+    # Well under capacity: the sends keep the drawn gaps, and nothing waits for a slot.
+    easy = run_workload(s.url, Workload(concurrency=16, num_prompts=48, input_len=32, output_len=8, request_rate=40.0))
+    assert easy.metrics["offered_rate"] == 40.0 and easy.metrics["completed"] == 48
+    assert abs(easy.metrics["arrival_cv"] / easy.metrics["arrival_cv_asked"] - 1) < 0.10, easy.metrics
+    assert 25 < easy.metrics["request_throughput"] < 60  # about the asked rate, not a closed loop's
+    # Far above capacity with 2 in flight: requests queue at the client, and their TTFT counts the wait from the
+    # scheduled send (coordinated omission), so it grows along the run instead of staying at a closed loop's.
+    hard = run_workload(s.url, Workload(concurrency=2, num_prompts=24, input_len=32, output_len=32, request_rate=500.0))
+    assert hard.max_in_flight <= 2 and hard.metrics["completed"] == 24
+    ttft = [r.ttft for r in sorted(hard.records, key=lambda r: r.start)]
+    assert ttft[-1] > 5 * ttft[0] and max(r.queued for r in hard.records) > 0.1
+    closed = run_workload(s.url, Workload(concurrency=2, num_prompts=24, input_len=32, output_len=32))
+    assert hard.metrics["mean_ttft_ms"] > 5 * closed.metrics["mean_ttft_ms"]
+    # The cap bunched the sends: that open loop was not the one asked, and the gate says so before any verdict.
+    from pytest_glm5.judge import held
+    assert held.check({}, held.observed([easy.metrics]), None) is None
+    miss = held.check({}, held.observed([hard.metrics]), None)
+    assert miss is not None and miss[1].startswith("workload not held: ") and "requests a second sent" in miss[1]
+    with pytest.raises(ValueError, match="burstiness is a gamma arrival's shape"):
+        Workload(concurrency=1, num_prompts=1, request_rate=1.0, burstiness=0.5)
+    bursty = Workload(concurrency=64, num_prompts=400, request_rate=100.0, arrival="gamma", burstiness=0.25)
+    from pytest_glm5.load.client import _cv, arrival_gaps
+    assert 1.6 < _cv(arrival_gaps(bursty, 400)) < 2.4  # gamma shape 0.25: CV 2

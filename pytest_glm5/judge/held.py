@@ -9,6 +9,8 @@ workload and recorded with the bound, so tomorrow's night is held to what the re
 - **prefix hit**: in a shared-prefix shape, the share of prompt tokens the server's cache served over the window
   (its own per-request counts) within 2 points of what the shape implies (Workload.ideal_prefix_hit): a cache that
   stops hitting is "workload not held", not a latency regression;
+- **arrivals**: in an open loop, the rate and the CV of the sends the client made each within 10% of those of the
+  gaps it drew: an in-flight cap that throttles sends, or a client too busy to send on time, holds them back;
 - **reasoning**: with thinking on, the mean reasoning tokens a request within 10% of the reference's, as MLPerf
   bounds a reasoning model's tokens per sample to 0.9-1.1x of the reference: shorter thinking buys throughput no
   user asked for, so outside it the point is "workload drift", never faster or slower.
@@ -38,7 +40,10 @@ DRIFT = "workload drift"  # the model's own share of the workload moved (Kind.WO
 NOT_HELD = "workload not held"  # the shape asked for was not the one served (Kind.WORKLOAD_NOT_HELD)
 # metric of a run -> the name its observed mean is kept under
 OBSERVED = {"mean_input_tokens": "input_tokens", "mean_reasoning_tokens": "reasoning_tokens",
-            "prefix_hit": "prefix_hit", "prefix_hit_ideal": "prefix_ideal"}
+            "prefix_hit": "prefix_hit", "prefix_hit_ideal": "prefix_ideal", "arrival_cv": "arrival_cv",
+            "arrival_cv_asked": "arrival_cv_asked", "arrival_rate": "arrival_rate",
+            "arrival_rate_asked": "arrival_rate_asked"}
+ARRIVAL_TOLERANCE = 0.10  # an open loop's arrival CV within 10% of the CV of the gaps it drew
 PREFIX_POINTS = 0.02  # the hit rate a prefix cache achieves, within 2 points of what the shape implies
 
 
@@ -67,6 +72,16 @@ def check(asked: Mapping[str, Any], seen: Mapping[str, float], reference: Mappin
         return NOT_HELD, (f"{NOT_HELD}: prefix hit {hit * 100:.0f}% where the shape implies {ideal * 100:.0f}% (held "
                           f"to {PREFIX_POINTS * 100:g} points): a cache that does not serve the shape is no latency "
                           "of it")
+    rate, asked_rate = seen.get("arrival_rate"), seen.get("arrival_rate_asked")
+    if rate is not None and asked_rate and abs(rate / asked_rate - 1) > ARRIVAL_TOLERANCE:
+        return NOT_HELD, (f"{NOT_HELD}: {rate:.3g} requests a second sent where the drawn gaps make "
+                          f"{asked_rate:.3g} (held to {ARRIVAL_TOLERANCE * 100:g}%): the in-flight cap or a busy "
+                          "client held them back, so this was not the open loop asked")
+    cv, drawn = seen.get("arrival_cv"), seen.get("arrival_cv_asked")
+    if cv is not None and drawn and abs(cv / drawn - 1) > ARRIVAL_TOLERANCE:
+        return NOT_HELD, (f"{NOT_HELD}: arrivals CV {cv:.2f} where the drawn gaps' is {drawn:.2f} (held to "
+                          f"{ARRIVAL_TOLERANCE * 100:g}%): the in-flight cap or a busy client bunched the sends, so "
+                          "this was not the open loop asked")
     thought, then = seen.get("reasoning_tokens"), (reference or {}).get("reasoning_tokens")
     if asked.get("thinking") and thought is not None and then:
         off = thought / float(then) - 1

@@ -202,9 +202,10 @@ class Verdict:
 
 
 WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling", "thinking",
-                 "prefix_len", "prefix_groups")
+                 "prefix_len", "prefix_groups", "request_rate", "arrival", "burstiness")
 # Keys a workload leaves out at these values (recorded files and carried samples stay as they were).
-WORKLOAD_UNSET: dict[str, Any] = {"thinking": None, "prefix_len": 0, "prefix_groups": 1}
+WORKLOAD_UNSET: dict[str, Any] = {"thinking": None, "prefix_len": 0, "prefix_groups": 1, "request_rate": None,
+                                  "arrival": "poisson", "burstiness": 1.0}
 # What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one, no chat,
 # no shared prefix.
 WORKLOAD_LEGACY: dict[str, Any] = {"range_ratio": 1.0, "sampling": "uniform", **WORKLOAD_UNSET}
@@ -227,6 +228,8 @@ def describe_workload(workload: dict[str, Any] | None) -> str:
     sampling = workload.get("sampling", WORKLOAD_LEGACY["sampling"])
     thinking = workload.get("thinking")
     think = "" if thinking is None else " thinking" if thinking else " no-thinking"
+    if workload.get("request_rate"):
+        think += f", open loop {workload['request_rate']:g} req/s {workload.get('arrival', 'poisson')}"
     if workload.get("prefix_len"):
         think += f", {workload['prefix_len']}-token prefix in {workload.get('prefix_groups', 1)} groups"
     return (f"c{workload.get('concurrency', '?')} {workload.get('input_len', '?')}/{workload.get('output_len', '?')} "

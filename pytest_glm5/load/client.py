@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import json
 import os
 import random
@@ -66,6 +67,21 @@ def make_prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) 
         out = [groups[i % workload.prefix_groups] + [rng.randrange(lo, hi) for _ in range(len(p) - n)]
                for i, p in enumerate(out)]
     return out
+
+
+def arrival_gaps(workload: Workload, count: int, salt: int = 0) -> list[float]:
+    """Seconds between scheduled sends, as bench_serving draws them: exponential at request_rate (Poisson), or
+    gamma with shape `burstiness` and the same mean. Empty for a closed loop."""
+    if workload.request_rate is None:
+        return []
+    rng = random.Random(workload.seed * 104_729 + salt)
+    k = workload.burstiness
+    return [rng.gammavariate(k, 1.0 / (workload.request_rate * k)) for _ in range(count)]
+
+
+def _cv(values: Sequence[float]) -> float:
+    mean = sum(values) / len(values)
+    return (sum((x - mean) ** 2 for x in values) / (len(values) - 1)) ** 0.5 / mean if len(values) > 1 and mean else 0.0
 
 
 def output_lengths(workload: Workload, count: int, salt: int = 0) -> list[int]:
@@ -343,11 +359,15 @@ class LoadRunner:
         return {}
 
     async def one(
-        self, session: aiohttp.ClientSession, workload: Workload, prompt: list[int], output_len: int
+        self, session: aiohttp.ClientSession, workload: Workload, prompt: list[int], output_len: int,
+        scheduled: float | None = None
     ) -> RequestTiming:
-        """Send one streaming request and record what came back; never raises for server faults."""
+        """Send one streaming request and record what came back, timed from `scheduled` (an open loop's send time)
+        where given, else from now; never raises for server faults."""
         path, body = _payload(workload, prompt, output_len, self.model, self.shape)
-        rec = RequestTiming(start=time.perf_counter(), prompt_len=len(prompt), asked=output_len)
+        now = time.perf_counter()
+        rec = RequestTiming(start=scheduled if scheduled is not None else now, prompt_len=len(prompt),
+                            asked=output_len, queued=max(0.0, now - scheduled) if scheduled is not None else 0.0)
         stream = _Stream(rec, workload.protocol, output_len)
         stream.server_prompt_len = not self.shape.token_ids
         self._in_flight += 1
@@ -425,15 +445,26 @@ class LoadRunner:
         return await session.post(url, data=body, headers=_JSON, timeout=timeout, trace_request_ctx=rec)
 
     async def _phase(
-        self, session: aiohttp.ClientSession, workload: Workload, prompts: list[list[int]], output_len: int | list[int]
+        self, session: aiohttp.ClientSession, workload: Workload, prompts: list[list[int]], output_len: int | list[int],
+        schedule: Sequence[float] = ()
     ) -> list[RequestTiming]:
         records: list[RequestTiming | None] = [None] * len(prompts)
         order = iter(range(len(prompts)))
+        at: list[float] = []
+        if schedule:  # open loop: each request's send time, from the phase's start
+            t = time.perf_counter()
+            for gap in schedule:
+                t += gap
+                at.append(t)
 
         async def worker() -> None:
             for i in order:
                 n = output_len[i] if isinstance(output_len, list) else output_len
-                records[i] = await self.one(session, workload, prompts[i], n)
+                if at:
+                    wait = at[i] - time.perf_counter()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                records[i] = await self.one(session, workload, prompts[i], n, at[i] if at else None)
 
         workers = [asyncio.ensure_future(worker()) for _ in range(min(workload.concurrency, len(prompts)))]
         self.last_progress = time.perf_counter()
@@ -517,11 +548,21 @@ class LoadRunner:
         monitor = ClientMonitor().start()
         self.window = (t0, self.completed_total, self.tokens_total, len(prompts))
         out_lens = output_lengths(workload, workload.num_prompts)
-        records = [] if self.aborted else await self._phase(session, workload, prompts, out_lens)
+        gaps = arrival_gaps(workload, len(prompts))
+        records = [] if self.aborted else await self._phase(session, workload, prompts, out_lens, gaps)
         duration = time.perf_counter() - t0
-        client = monitor.stop([r.sent - r.start for r in records if r.sent])
+        client = monitor.stop([r.sent - r.start - r.queued for r in records if r.sent])
         metrics = compute_metrics(records, duration, t0)
         metrics["failed"] = float(workload.num_prompts - metrics["completed"])
+        sent = sorted(r.sent for r in records if r.sent)
+        if gaps and len(sent) > 2:
+            # What was asked (the drawn gaps) beside what the client kept: a cap that throttles sends, or a client
+            # too busy to send on time, is an open loop that was not held.
+            drawn = gaps[1:len(sent)]
+            metrics.update(offered_rate=float(workload.request_rate or 0.0), arrival_cv_asked=_cv(drawn),
+                           arrival_cv=_cv([b - a for a, b in itertools.pairwise(sent)]),
+                           arrival_rate_asked=len(drawn) / max(sum(drawn), 1e-9),
+                           arrival_rate=(len(sent) - 1) / max(sent[-1] - sent[0], 1e-9))
         told = [r for r in records if r.success and r.cached_tokens is not None]
         ideal = workload.ideal_prefix_hit()
         if ideal is not None and told:  # over exactly the window's requests, by the server's own counts

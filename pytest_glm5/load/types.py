@@ -17,6 +17,7 @@ PROTOCOLS = ("sglang", "openai", "chat")
 # (offset_i + i + j) % vocab from an offset drawn uniformly, here inside [token_low, token_high). `uniform` draws
 # every id on its own (this client's method before; MoE routing sees other experts, so the figures differ).
 SAMPLINGS = ("random-ids", "uniform")
+ARRIVALS = ("poisson", "gamma")  # open loop: bench_serving's --request-rate with --burstiness
 
 class BenchError(Exception):
     """A measurement that cannot start or go on; the message is one line that names the cause."""
@@ -59,6 +60,13 @@ class Workload:
     # its own tokens. 0: no shared prefix.
     prefix_len: int = 0
     prefix_groups: int = 1
+    # Open loop: requests sent at `request_rate` a second (Poisson, or gamma with shape `burstiness`: arrival CV
+    # 1/sqrt(burstiness)), never more than `concurrency` in flight (a rate above capacity queues at the client
+    # instead of growing a backlog without bound), each timed from its scheduled send (what a user who arrived then
+    # waited: coordinated omission counted). None: closed loop.
+    request_rate: float | None = None
+    arrival: str = "poisson"
+    burstiness: float = 1.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -83,6 +91,13 @@ class Workload:
             problems.append(f"prefix_groups must be in [1, num_prompts], got {self.prefix_groups}")
         if self.prefix_len and self.range_ratio < 1.0:
             problems.append("a shared prefix needs fixed lengths (range_ratio 1)")
+        if self.request_rate is not None and not self.request_rate > 0:
+            problems.append(f"request_rate must be > 0 requests a second (None: closed loop), got {self.request_rate}")
+        if self.arrival not in ARRIVALS:
+            problems.append(f"arrival must be one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
+        if not self.burstiness > 0 or (self.arrival == "poisson" and self.burstiness != 1.0):
+            problems.append(f"burstiness is a gamma arrival's shape (> 0; Poisson is 1), got {self.burstiness} with "
+                            f"{self.arrival}")
         if self.protocol == "chat" and self.thinking is None:
             problems.append("a chat workload pins thinking on or off (thinking=True or False; glm5 bench --thinking "
                             "on|off): the server's default is not a workload")
@@ -103,7 +118,8 @@ class Workload:
     def label(self) -> str:
         """A short human name such as `c256 128/128 sglang`."""
         think = "" if self.thinking is None else " thinking" if self.thinking else " no-thinking"
-        return f"c{self.concurrency} {self.input_len}/{self.output_len} {self.protocol}{think}"
+        loop = "" if self.request_rate is None else f" open loop {self.request_rate:g} req/s {self.arrival}"
+        return f"c{self.concurrency} {self.input_len}/{self.output_len} {self.protocol}{think}{loop}"
 
 
 @dataclass
