@@ -364,7 +364,11 @@ class PerfGate:
         ab = self.statistics.ab
         for metric, samples in values.items():
             bound = store.bound(config, scenario, metric)
-            if ab and any(arms):
+            if metric == slo.ATTAINMENT:
+                # A share of requests: its exact binomial bounds judge it against its floor (_slo_rule), in an A/B
+                # run too, never a t-test on the logs of launches (a launch with no request within the SLO has none).
+                v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
+            elif ab and any(arms):
                 # By the arm (the position in the ABBA block), not the build's name: an A/A run (base,base) has one
                 # name in both arms, and keyed by it each arm was the pooled launches, compared with themselves.
                 pick = {arm: [(x, lab) for x, lab, r in zip(samples, labels, arms, strict=True) if r == arm]
@@ -377,10 +381,6 @@ class PerfGate:
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
                 if v.verdict != Kind.WORKLOAD_CHANGED:
                     v.verdict, v.note = Kind.EMULATOR_BOUND, behind
-            elif metric == slo.ATTAINMENT:
-                # A share of requests: its exact binomial bounds judge it (_slo_rule), not a t-test on the logs of
-                # launches (a launch with no request within the SLO has none), so it keeps no launches either.
-                v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
             elif bound is None or bound.provisional:
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
                 v.launches = per_launch(samples, labels)
