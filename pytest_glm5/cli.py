@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .load import trace
 from .load.client import run_workload
 from .load.types import ARRIVALS, PROTOCOLS, SAMPLINGS, BenchError, Workload
 
@@ -123,6 +124,10 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--request-rate", type=_positive_float, default=None,
                    help="open loop: requests a second, never more than --concurrency in flight, each timed from its "
                         "scheduled send (default: closed loop)")
+    p.add_argument("--trace", default=None, metavar="JSONL",
+                   help="replay a Mooncake trace (timestamp, input_length, output_length, hash_ids): its rows at "
+                        "their timestamps (at --request-rate a second where given), lengths and shared blocks; "
+                        "--num-prompts rows (default: all)")
     p.add_argument("--arrival", choices=ARRIVALS, default="poisson",
                    help="open loop: poisson, or gamma with --burstiness (bench_serving's)")
     p.add_argument("--burstiness", type=_positive_float, default=1.0,
@@ -217,11 +222,12 @@ def _client(ns: argparse.Namespace) -> tuple[Callable[[Workload], Measured], str
 
 
 def _workloads(ns: argparse.Namespace) -> list[Workload]:
-    return [Workload(concurrency=c, num_prompts=ns.num_prompts or max(8, 4 * c), input_len=ns.input_len,
+    rows = len(trace.load(ns.trace)) if ns.trace and not ns.num_prompts else 0
+    return [Workload(concurrency=c, num_prompts=ns.num_prompts or rows or max(8, 4 * c), input_len=ns.input_len,
                      output_len=ns.output_len, protocol=ns.protocol, warmup=c if ns.warmup is None else ns.warmup,
                      seed=ns.seed, range_ratio=ns.range_ratio, sampling=ns.sampling,
                      thinking=None if ns.thinking is None else ns.thinking == "on", request_rate=ns.request_rate,
-                     arrival=ns.arrival, burstiness=ns.burstiness) for c in ns.concurrency]
+                     arrival=ns.arrival, burstiness=ns.burstiness, trace=ns.trace) for c in ns.concurrency]
 
 
 def _checked(parse: Callable[[str], float]) -> Callable[[str], float]:

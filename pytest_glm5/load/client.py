@@ -23,7 +23,7 @@ import orjson
 from .. import proxies
 from ..metrics import RequestTiming, compute_metrics, first_errors
 from ..settings import event_loop
-from . import transport
+from . import trace, transport
 from .chatstream import ChatStream
 from .clientload import ClientMonitor
 from .types import BenchError, BenchResult, RequestShape, Unreachable, Workload
@@ -92,6 +92,19 @@ def output_lengths(workload: Workload, count: int, salt: int = 0) -> list[int]:
 def prompt_text(prompt: list[int]) -> str:
     """A text prompt of about len(prompt) tokens for servers that refuse token ids (one short word per id)."""
     return " ".join(f"w{t}" for t in prompt)
+
+
+def _trace_rows(workload: Workload) -> list[trace.Row]:
+    """The rows a trace workload replays (none without a trace); BenchError for a trace that cannot be."""
+    if workload.trace is None:
+        return []
+    try:
+        rows = trace.load(workload.trace)
+    except trace.TraceError as exc:
+        raise BenchError(str(exc)) from None
+    if len(rows) < workload.num_prompts:
+        raise BenchError(f"trace {workload.trace} has {len(rows)} rows, fewer than num_prompts {workload.num_prompts}")
+    return rows[:workload.num_prompts]
 
 
 def _payload(workload: Workload, prompt: list[int], output_len: int, model: str,
@@ -543,12 +556,15 @@ class LoadRunner:
         # A shared-prefix shape's prefixes are new to this run: nothing another scenario left in the cache serves it.
         nonce = random.SystemRandom().randrange(1, 2 ** 31) if workload.prefix_len else 0
         prompts = make_prompts(workload, workload.num_prompts, nonce=nonce)
+        rows = _trace_rows(workload)
+        if rows:
+            prompts = trace.prompts(rows, workload.token_low, workload.token_high)
         started_at = time.time()
         t0 = time.perf_counter()
         monitor = ClientMonitor().start()
         self.window = (t0, self.completed_total, self.tokens_total, len(prompts))
-        out_lens = output_lengths(workload, workload.num_prompts)
-        gaps = arrival_gaps(workload, len(prompts))
+        out_lens = [r.output_length for r in rows] if rows else output_lengths(workload, workload.num_prompts)
+        gaps = trace.gaps(rows, workload.request_rate) if rows else arrival_gaps(workload, len(prompts))
         records = [] if self.aborted else await self._phase(session, workload, prompts, out_lens, gaps)
         duration = time.perf_counter() - t0
         client = monitor.stop([r.sent - r.start - r.queued for r in records if r.sent])
@@ -564,7 +580,7 @@ class LoadRunner:
                            arrival_rate_asked=len(drawn) / max(sum(drawn), 1e-9),
                            arrival_rate=(len(sent) - 1) / max(sent[-1] - sent[0], 1e-9))
         told = [r for r in records if r.success and r.cached_tokens is not None]
-        ideal = workload.ideal_prefix_hit()
+        ideal = trace.ideal_hit(rows) if rows else workload.ideal_prefix_hit()
         if ideal is not None and told:  # over exactly the window's requests, by the server's own counts
             metrics["prefix_hit"] = sum(r.cached_tokens or 0 for r in told) / max(1, sum(r.prompt_len for r in told))
             metrics["prefix_hit_ideal"] = ideal

@@ -67,6 +67,10 @@ class Workload:
     request_rate: float | None = None
     arrival: str = "poisson"
     burstiness: float = 1.0
+    # Trace replay (load/trace.py): a Mooncake JSONL file whose first num_prompts rows are sent at their timestamps
+    # (scaled to request_rate a second where given), with their lengths and shared blocks (input_len and output_len
+    # are then the trace's); None: no trace.
+    trace: str | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -98,6 +102,8 @@ class Workload:
         if not self.burstiness > 0 or (self.arrival == "poisson" and self.burstiness != 1.0):
             problems.append(f"burstiness is a gamma arrival's shape (> 0; Poisson is 1), got {self.burstiness} with "
                             f"{self.arrival}")
+        if self.trace is not None and self.prefix_len:
+            problems.append("a trace sets its own prefixes (its hash_ids): no prefix_len with it")
         if self.protocol == "chat" and self.thinking is None:
             problems.append("a chat workload pins thinking on or off (thinking=True or False; glm5 bench --thinking "
                             "on|off): the server's default is not a workload")
@@ -119,6 +125,8 @@ class Workload:
         """A short human name such as `c256 128/128 sglang`."""
         think = "" if self.thinking is None else " thinking" if self.thinking else " no-thinking"
         loop = "" if self.request_rate is None else f" open loop {self.request_rate:g} req/s {self.arrival}"
+        if self.trace is not None:
+            return f"c{self.concurrency} trace {self.trace} {self.protocol}{think}"
         return f"c{self.concurrency} {self.input_len}/{self.output_len} {self.protocol}{think}{loop}"
 
 
