@@ -88,7 +88,7 @@ CHAT_POINTS = {1: ("6", "8192", "1"), 64: ("64", "4096", "4")}
 def test_bench_serving_chat_agrees_with_glm5_bench_within_2_percent(sim_factory: Any, wheel: str,
                                                                     tmp_path: Path) -> None:
     s = sim_factory("--reasoning-parser", "glm45", "--sim-noise", "0", "--sim-step-noise", "0",
-                    "--sim-startup-s", "1", profile="glm5-sm120", scale=0.25)
+                    "--sim-startup-s", "1", "--sim-warmup-s", "0", profile="glm5-sm120", scale=0.25)
     for concurrency, (prompts, input_len, warmup) in CHAT_POINTS.items():
         got = {}
         for client in ("glm5", "bench_serving"):

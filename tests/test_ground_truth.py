@@ -50,8 +50,8 @@ def _truth(url: str, n: int) -> dict[str, float]:
 def test_bench_latencies_match_the_emulators_own_times(sim_factory: Callable[..., Sim], tmp_path: Path,
                                                        concurrency: int) -> None:
     # No launch or step noise is needed: the comparison is within one run.
-    s = sim_factory("--sim-noise", "0", "--sim-step-noise", "0", "--sim-startup-s", "1", profile="glm5-sm120",
-                    scale=SCALE[concurrency])
+    s = sim_factory("--sim-noise", "0", "--sim-step-noise", "0", "--sim-startup-s", "1", "--sim-warmup-s", "0",
+                    profile="glm5-sm120", scale=SCALE[concurrency])
     out = tmp_path / "bench.json"
     prompts = max(4, concurrency)
     assert glm5(["bench", "--url", s.url, "--concurrency", str(concurrency), "--num-prompts", str(prompts),

@@ -94,7 +94,7 @@ class SimServer:
             self.profile = load_profile(ns.sim_profile)
             self.model = resolve(self.profile, self.raw_args, slowdown=ns.sim_slowdown,
                                  prefill_slowdown=ns.sim_prefill_slowdown,
-                                 noise_cv=ns.sim_step_noise, startup_s=ns.sim_startup_s)
+                                 noise_cv=ns.sim_step_noise, startup_s=ns.sim_startup_s, warmup_s=ns.sim_warmup_s)
         except ProfileError as exc:
             print(f"sglang serve: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -107,7 +107,7 @@ class SimServer:
         # Rules may match resolved values (e.g. the MoE backend that auto picked).
         self.model = resolve(self.profile, self.args, slowdown=ns.sim_slowdown,
                              prefill_slowdown=ns.sim_prefill_slowdown, noise_cv=ns.sim_step_noise,
-                             startup_s=ns.sim_startup_s, launch_cv=cv, launch_factor=factor)
+                             startup_s=ns.sim_startup_s, warmup_s=ns.sim_warmup_s, launch_cv=cv, launch_factor=factor)
         self.scale = ns.sim_time_scale
         seed = ns.sim_seed if ns.sim_seed is not None else 0
         # SGLang's radix cache holds prompt prefixes in the KV pool unless --disable-radix-cache.

@@ -150,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="CV of step times within a launch, drifting AR(1) (default: the profile's [noise] cv)")
     sim.add_argument("--sim-startup-s", type=float, default=None,
                      help="model seconds to load weights (default from the profile)")
+    sim.add_argument("--sim-warmup-s", type=float, default=None,
+                     help="model seconds of the warmup before /ready, beside its one request (default from the "
+                          "profile: glm5-sm120's 20 s are 10 s of a test at time scale 0.5)")
     sim.add_argument("--sim-max-chunk-rate", type=_positive, default=8000.0,
                      help="most stream chunks a second the emulator sends in all; past it, chunks carry more "
                           "tokens (token counts, TTFT and TPOT stay exact; ITL coarsens)")

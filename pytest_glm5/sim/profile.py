@@ -110,6 +110,7 @@ def _matches(when: dict[str, Any], args: dict[str, Any]) -> bool:
 
 def resolve(profile: dict[str, Any], args: dict[str, Any], slowdown: float = 1.0, prefill_slowdown: float = 1.0,
             noise_cv: float | None = None, startup_s: float | None = None, launch_cv: float | None = None,
+            warmup_s: float | None = None,
             launch_factor: float = 1.0) -> Model:
     """Apply a profile's rules to resolved SGLang args and the sim's knobs."""
     try:
@@ -140,7 +141,7 @@ def resolve(profile: dict[str, Any], args: dict[str, Any], slowdown: float = 1.0
             eos_per_token=float(profile.get("eos_per_token", 0.0)),
             gpu=dict(profile.get("gpu", {})),
             load_s=float(startup_s if startup_s is not None else profile["startup"]["load_s"]),
-            warmup_s=float(profile["startup"]["warmup_s"]),
+            warmup_s=float(warmup_s if warmup_s is not None else profile["startup"]["warmup_s"]),
             decode_base_s=float(dec["base_s"]),
             decode_expert_s=float(dec["expert_s"]),
             decode_token_s=float(dec["token_s"]),
