@@ -39,6 +39,7 @@ COUNT_METRICS = (
     "mean_input_tokens",  # the prompt as the server counted it (chat: with its template)
     "prefix_hit",  # shared-prefix shapes: cached prompt tokens over prompt tokens in the window, as the server said
     "prefix_hit_ideal",  # what the shape implies (Workload.ideal_prefix_hit)
+    "prefix_hit_counters",  # the same from the server's /metrics counters around the window
     "offered_rate",  # open loop: the requests a second asked
     "arrival_cv",  # open loop: the CV of the gaps between the sends the client made
     "arrival_cv_asked",  # open loop: the CV of the gaps it drew

@@ -26,8 +26,10 @@ def test_the_achieved_hit_is_within_2_points_of_the_shapes_ideal(sim: Sim, prefi
     ideal = wl.ideal_prefix_hit()
     assert ideal is not None and r.metrics["prefix_hit_ideal"] == ideal
     assert abs(r.metrics["prefix_hit"] - ideal) <= 0.02, (r.metrics["prefix_hit"], ideal)
-    # /metrics counted the same cached tokens (the window's: the warmup's prompts share nothing with it).
+    # /metrics counted the same cached tokens (the window's: the warmup's prompts share nothing with it), and the
+    # hit from its counters around the window is the hit from each reply's count.
     assert sim.metric("sglang:cached_tokens_total") - before == sum(x.cached_tokens or 0 for x in r.records)
+    assert r.metrics["prefix_hit_counters"] == pytest.approx(r.metrics["prefix_hit"], abs=1e-9)
     # Each prompt's shared prefix in whole blocks, or nothing (the first of its group).
     assert {x.cached_tokens for x in r.records} <= {0, prefix_len // BLOCK * BLOCK}
     # A second run of the same shape draws new prefixes: the first run's cache serves none of its first prompts.
@@ -49,6 +51,7 @@ def test_a_disabled_radix_cache_serves_nothing(sim_factory: Callable[..., Sim]) 
     r = run_workload(s.url, Workload(concurrency=8, num_prompts=32, input_len=512, output_len=4, prefix_len=256,
                                      prefix_groups=2))
     assert r.metrics["prefix_hit"] == 0 and s.metric("sglang:cached_tokens_total") == 0
+    assert r.metrics["prefix_hit_counters"] == 0
 
 
 AGENTIC = """
@@ -74,3 +77,15 @@ def test_a_cache_that_stops_hitting_reads_workload_not_held_not_a_regression(pyt
     notes = {v["metric"]: (v["verdict"], v["note"]) for v in report(pytester)["verdicts"]}
     assert notes["mean_ttft_ms"][0] == "workload not held"
     assert notes["mean_ttft_ms"][1].startswith("workload not held: prefix hit 0% where the shape implies 82%")
+
+
+def test_a_chat_server_that_does_not_report_cached_tokens_is_read_by_its_counters(
+        sim_factory: Callable[..., Sim]) -> None:
+    # SGLang reports a chat reply's cached tokens only under --enable-cache-report: /metrics around the window says it.
+    s = sim_factory("--reasoning-parser", "glm45", "--enable-metrics")
+    wl = Workload(concurrency=8, num_prompts=32, input_len=512, output_len=4, protocol="chat", thinking=False,
+                  prefix_len=384, prefix_groups=2)
+    r = run_workload(s.url, wl)
+    assert all(x.cached_tokens is None for x in r.records)
+    assert r.metrics["prefix_hit"] == r.metrics["prefix_hit_counters"]
+    assert abs(r.metrics["prefix_hit"] - r.metrics["prefix_hit_ideal"]) <= 0.02, r.metrics

@@ -23,7 +23,7 @@ import orjson
 from .. import proxies
 from ..metrics import RequestTiming, compute_metrics, first_errors
 from ..settings import event_loop
-from . import trace, transport
+from . import servermetrics, trace, transport
 from .chatstream import ChatStream
 from .clientload import ClientMonitor
 from .types import BenchError, BenchResult, RequestShape, Unreachable, Workload
@@ -92,6 +92,23 @@ def output_lengths(workload: Workload, count: int, salt: int = 0) -> list[int]:
 def prompt_text(prompt: list[int]) -> str:
     """A text prompt of about len(prompt) tokens for servers that refuse token ids (one short word per id)."""
     return " ".join(f"w{t}" for t in prompt)
+
+
+def _hits(records: Sequence[RequestTiming], before: dict[str, float] | None, after: dict[str, float] | None,
+          ideal: float) -> dict[str, float]:
+    """The window's prefix hit: by the server's count of each request where it gave one, else by its counters
+    around the window (`prefix_hit_counters` beside it where both are there), with what the shape implies."""
+    out = {"prefix_hit_ideal": ideal}
+    told = [r for r in records if r.success and r.cached_tokens is not None]
+    if told:
+        out["prefix_hit"] = sum(r.cached_tokens or 0 for r in told) / max(1, sum(r.prompt_len for r in told))
+    if before is not None and after is not None:
+        prompt = after.get("sglang:prompt_tokens_total", 0.0) - before.get("sglang:prompt_tokens_total", 0.0)
+        cached = after.get("sglang:cached_tokens_total", 0.0) - before.get("sglang:cached_tokens_total", 0.0)
+        if prompt > 0:
+            out["prefix_hit_counters"] = cached / prompt
+            out.setdefault("prefix_hit", out["prefix_hit_counters"])
+    return out
 
 
 def _trace_rows(workload: Workload) -> list[trace.Row]:
@@ -559,6 +576,10 @@ class LoadRunner:
         rows = _trace_rows(workload)
         if rows:
             prompts = trace.prompts(rows, workload.token_low, workload.token_high)
+        ideal = trace.ideal_hit(rows) if rows else workload.ideal_prefix_hit()
+        # The server's counters around exactly the window, where a hit is asked of it: its cached and prompt tokens
+        # say the hit even where its replies do not (chat without --enable-cache-report).
+        counted = servermetrics.snapshot(self.url) if ideal is not None else None
         started_at = time.time()
         t0 = time.perf_counter()
         monitor = ClientMonitor().start()
@@ -579,11 +600,8 @@ class LoadRunner:
                            arrival_cv=_cv([b - a for a, b in itertools.pairwise(sent)]),
                            arrival_rate_asked=len(drawn) / max(sum(drawn), 1e-9),
                            arrival_rate=(len(sent) - 1) / max(sent[-1] - sent[0], 1e-9))
-        told = [r for r in records if r.success and r.cached_tokens is not None]
-        ideal = trace.ideal_hit(rows) if rows else workload.ideal_prefix_hit()
-        if ideal is not None and told:  # over exactly the window's requests, by the server's own counts
-            metrics["prefix_hit"] = sum(r.cached_tokens or 0 for r in told) / max(1, sum(r.prompt_len for r in told))
-            metrics["prefix_hit_ideal"] = ideal
+        if ideal is not None:
+            metrics.update(_hits(records, counted, servermetrics.snapshot(self.url) if counted else None, ideal))
         return BenchResult(
             url=self.url,
             workload=workload,
