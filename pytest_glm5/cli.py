@@ -124,6 +124,8 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--request-rate", type=_positive_float, default=None,
                    help="open loop: requests a second, never more than --concurrency in flight, each timed from its "
                         "scheduled send (default: closed loop)")
+    p.add_argument("--duration", type=_positive_float, default=None, metavar="S",
+                   help="open loop or trace: send only what is scheduled within S seconds (--num-prompts bounds it)")
     p.add_argument("--trace", default=None, metavar="JSONL",
                    help="replay a Mooncake trace (timestamp, input_length, output_length, hash_ids): its rows at "
                         "their timestamps (at --request-rate a second where given), lengths and shared blocks; "
@@ -227,7 +229,8 @@ def _workloads(ns: argparse.Namespace) -> list[Workload]:
                      output_len=ns.output_len, protocol=ns.protocol, warmup=c if ns.warmup is None else ns.warmup,
                      seed=ns.seed, range_ratio=ns.range_ratio, sampling=ns.sampling,
                      thinking=None if ns.thinking is None else ns.thinking == "on", request_rate=ns.request_rate,
-                     arrival=ns.arrival, burstiness=ns.burstiness, trace=ns.trace) for c in ns.concurrency]
+                     arrival=ns.arrival, burstiness=ns.burstiness, trace=ns.trace, duration_s=ns.duration)
+            for c in ns.concurrency]
 
 
 def _checked(parse: Callable[[str], float]) -> Callable[[str], float]:

@@ -41,6 +41,7 @@ COUNT_METRICS = (
     "prefix_hit_ideal",  # what the shape implies (Workload.ideal_prefix_hit)
     "prefix_hit_counters",  # the same from the server's /metrics counters around the window
     "offered_rate",  # open loop: the requests a second asked
+    "sent",  # a duration-bounded open loop: the requests its duration held
     "arrival_cv",  # open loop: the CV of the gaps between the sends the client made
     "arrival_cv_asked",  # open loop: the CV of the gaps it drew
     "arrival_rate",  # open loop: the sends a second the client made

@@ -215,6 +215,13 @@ def test_open_loop_times_each_request_from_its_scheduled_send(sim_factory: Calla
     assert held.check({}, held.observed([easy.metrics]), None) is None
     miss = held.check({}, held.observed([hard.metrics]), None)
     assert miss is not None and miss[1].startswith("workload not held: ") and "requests a second sent" in miss[1]
+    # A duration bounds what is sent: about rate x duration requests, none of the rest counted as failed.
+    bounded = run_workload(s.url, Workload(concurrency=16, num_prompts=400, input_len=32, output_len=8,
+                                           request_rate=40.0, duration_s=1.0))
+    assert 20 <= bounded.metrics["sent"] <= 65 and bounded.metrics["failed"] == 0, bounded.metrics
+    assert bounded.metrics["completed"] == bounded.metrics["sent"]
+    with pytest.raises(ValueError, match="duration_s bounds an open loop or a trace"):
+        Workload(concurrency=1, num_prompts=1, duration_s=5.0)
     with pytest.raises(ValueError, match="burstiness is a gamma arrival's shape"):
         Workload(concurrency=1, num_prompts=1, request_rate=1.0, burstiness=0.5)
     bursty = Workload(concurrency=64, num_prompts=400, request_rate=100.0, arrival="gamma", burstiness=0.25)

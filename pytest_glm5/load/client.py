@@ -487,9 +487,13 @@ class LoadRunner:
                 t += gap
                 at.append(t)
 
+        last = at[0] - schedule[0] + workload.duration_s if at and workload.duration_s else None
+
         async def worker() -> None:
             for i in order:
                 n = output_len[i] if isinstance(output_len, list) else output_len
+                if last is not None and at[i] > last:
+                    return  # past the open loop's duration: the rest are not sent
                 if at:
                     wait = at[i] - time.perf_counter()
                     if wait > 0:
@@ -590,7 +594,11 @@ class LoadRunner:
         duration = time.perf_counter() - t0
         client = monitor.stop([r.sent - r.start - r.queued for r in records if r.sent])
         metrics = compute_metrics(records, duration, t0)
-        metrics["failed"] = float(workload.num_prompts - metrics["completed"])
+        # A duration-bounded open loop sends what its duration holds: the rest were never requests.
+        sent_n = len(records) if workload.duration_s and not self.aborted else workload.num_prompts
+        metrics["failed"] = float(sent_n - metrics["completed"])
+        if workload.duration_s:
+            metrics["sent"] = float(len(records))
         sent = sorted(r.sent for r in records if r.sent)
         if gaps and len(sent) > 2:
             # What was asked (the drawn gaps) beside what the client kept: a cap that throttles sends, or a client

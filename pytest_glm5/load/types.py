@@ -67,6 +67,7 @@ class Workload:
     request_rate: float | None = None
     arrival: str = "poisson"
     burstiness: float = 1.0
+    duration_s: float | None = None  # open loop: no request scheduled after this many seconds is sent
     # Trace replay (load/trace.py): a Mooncake JSONL file whose first num_prompts rows are sent at their timestamps
     # (scaled to request_rate a second where given), with their lengths and shared blocks (input_len and output_len
     # are then the trace's); None: no trace.
@@ -102,6 +103,10 @@ class Workload:
         if not self.burstiness > 0 or (self.arrival == "poisson" and self.burstiness != 1.0):
             problems.append(f"burstiness is a gamma arrival's shape (> 0; Poisson is 1), got {self.burstiness} with "
                             f"{self.arrival}")
+        if self.duration_s is not None and (not self.duration_s > 0 or (self.request_rate is None and
+                                                                        self.trace is None)):
+            problems.append(f"duration_s bounds an open loop or a trace (request_rate or trace): > 0 seconds, got "
+                            f"{self.duration_s}")
         if self.trace is not None and self.prefix_len:
             problems.append("a trace sets its own prefixes (its hash_ids): no prefix_len with it")
         if self.protocol == "chat" and self.thinking is None:
