@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import random
+import statistics
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
@@ -80,8 +81,8 @@ def arrival_gaps(workload: Workload, count: int, salt: int = 0) -> list[float]:
 
 
 def _cv(values: Sequence[float]) -> float:
-    mean = sum(values) / len(values)
-    return (sum((x - mean) ** 2 for x in values) / (len(values) - 1)) ** 0.5 / mean if len(values) > 1 and mean else 0.0
+    mean = statistics.fmean(values) if values else 0.0
+    return statistics.stdev(values) / mean if len(values) > 1 and mean else 0.0
 
 
 def output_lengths(workload: Workload, count: int, salt: int = 0) -> list[int]:
@@ -576,10 +577,9 @@ class LoadRunner:
         self.max_in_flight = 0
         # A shared-prefix shape's prefixes are new to this run: nothing another scenario left in the cache serves it.
         nonce = random.SystemRandom().randrange(1, 2 ** 31) if workload.prefix_len else 0
-        prompts = make_prompts(workload, workload.num_prompts, nonce=nonce)
         rows = _trace_rows(workload)
-        if rows:
-            prompts = trace.prompts(rows, workload.token_low, workload.token_high)
+        prompts = (trace.prompts(rows, workload.token_low, workload.token_high) if rows
+                   else make_prompts(workload, workload.num_prompts, nonce=nonce))
         ideal = trace.ideal_hit(rows) if rows else workload.ideal_prefix_hit()
         # The server's counters around exactly the window, where a hit is asked of it: its cached and prompt tokens
         # say the hit even where its replies do not (chat without --enable-cache-report).
