@@ -115,3 +115,32 @@ def test_a_process_keeps_its_identity_when_the_clock_moves(monkeypatch: pytest.M
     monkeypatch.setattr(psutil._pslinux, "boot_time", lambda: boot + 1.0)
     other = book.acquire("b", 4)  # the first holder still runs: the other four GPUs, not the same ones
     assert not set(held.indices) & set(other.indices)
+
+
+_FINALIZER_SIGTERM = """
+import gc, os, signal
+from pytest_glm5.servers.process import sigterm_as_interrupt
+sigterm_as_interrupt()
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100_000):  # the handler runs in here, where an exception is dropped as unraisable
+            pass
+try:
+    cycle = Finalized()
+    cycle.self = cycle
+    del cycle
+    gc.collect()
+    for _ in range(200):
+        sum(range(100_000))
+    print("went on")
+except KeyboardInterrupt as exc:
+    print("interrupted:", exc)
+"""
+
+
+def test_a_sigterm_that_lands_in_a_finalizer_still_ends_the_run() -> None:
+    """The gc.collect() before each load runs asyncio transports' __del__: a SIGTERM there used to be dropped."""
+    out = subprocess.run([sys.executable, "-c", _FINALIZER_SIGTERM], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "interrupted: SIGTERM", out.stdout + out.stderr
+    assert "Exception ignored" not in out.stderr

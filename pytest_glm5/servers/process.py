@@ -29,6 +29,7 @@ from .engines.base import Engine
 HOST = "127.0.0.1"
 POLL_S = 0.25
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+REDELIVER_S = 0.01  # a SIGTERM that landed in a finalizer is sent again after this
 _START_SLACK_S = 1e-3 if Path("/proc/self/stat").exists() else 1.0  # exact clock ticks where procfs gives them
 
 
@@ -367,6 +368,15 @@ def stop(handle: ServerHandle, timeout: float = 60.0) -> None:
     rec.stopped_at = time.time()
 
 
+def in_finalizer(frame: FrameType | None) -> bool:
+    """Whether frame runs inside a __del__, where an exception cannot leave (Python drops it as unraisable)."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def sigterm_as_interrupt() -> Callable[[], None] | None:
     """Make SIGTERM end the run like Ctrl-C (so servers are stopped); returns the undo, None where not possible."""
     if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
@@ -374,6 +384,13 @@ def sigterm_as_interrupt() -> Callable[[], None] | None:
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_term(signum: int, frame: FrameType | None) -> None:
+        if in_finalizer(frame):
+            # An exception raised in a finalizer is printed and dropped ("Exception ignored in ..."): a SIGTERM that
+            # lands in a __del__ (gc.collect before a load runs the event loop transports' ones) would be lost and
+            # the run would go on. Send it again shortly, from a thread: by then the finalizer has returned (tripping
+            # it here would rerun this handler inside the same finalizer, recursing until the stack overflows).
+            threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
+            return
         raise KeyboardInterrupt("SIGTERM")
 
     signal.signal(signal.SIGTERM, on_term)
