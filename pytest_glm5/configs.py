@@ -15,9 +15,12 @@ from .textfiles import read_utf8
 
 CONFIG_KEYS = {"description", "engine", "model", "flags", "env", "known_issue", "known_issue_phase",
                "known_issue_concurrency", "known_issue_match", "sim_profile", "protocol", "sweep", "compare_to",
-               "expected_slower", "gpus"}
+               "expected_slower", "gpus", "production"}
 DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase", "known_issue_concurrency",
-                              "known_issue_match", "expected_slower", "gpus"}
+                              "known_issue_match", "expected_slower", "gpus", "production"}
+# The marker of a production cell (chat, shared prefixes, long inputs, a trace, capacity at an SLO): it runs only on
+# the configs that say `production = true`, the candidates to serve, since every cell costs minutes of each launch.
+PRODUCTION_MARKER = "production"
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a config name is a file-name part (logs) and a TOML key (baselines)
 PHASES = ("startup", "load")
 
@@ -46,6 +49,7 @@ class ServerConfig:
     compare_to: str | None = None  # the reference config whose values of the same run this one is judged against
     expected_slower: bool = False  # a known cost: slower than compare_to is listed, not failed
     gpus: int | None = None  # GPUs its server uses, where the engine's flags do not say (leases.py)
+    production: bool = False  # a candidate to serve: the suite's production cells run on it too
 
     def issue_at(self, concurrency: int | None) -> str | None:
         """The known issue a test of this config at this concurrency hits (it must fail: strict xfail), or None."""
@@ -82,7 +86,8 @@ def _check_table(where: str, table: dict[str, Any], allowed: set[str]) -> None:
     types: dict[str, type | tuple[type, ...]] = {
         "description": str, "engine": str, "model": str, "flags": dict, "env": dict, "known_issue": str,
         "known_issue_phase": str, "known_issue_concurrency": int, "sim_profile": str, "protocol": str,
-        "sweep": list, "known_issue_match": str, "compare_to": str, "expected_slower": bool, "gpus": int}
+        "sweep": list, "known_issue_match": str, "compare_to": str, "expected_slower": bool, "gpus": int,
+        "production": bool}
     for key, value in table.items():
         if not isinstance(value, types[key]):
             raise ConfigError(f"{where}: key {key!r} must be a {getattr(types[key], '__name__', types[key])}, "
@@ -153,3 +158,8 @@ def load_configs(path: Path, engines: Collection[str] = ()) -> dict[str, ServerC
             raise ConfigError(f"{path}: [config.{name}]: compare_to {cfg.compare_to!r} is not a config; known: "
                               f"{', '.join(out)}")
     return out
+
+
+def configs_for(configs: dict[str, ServerConfig], markers: Collection[str]) -> list[str]:
+    """The configs a test of these markers runs on: all, or for a production cell those with `production = true`."""
+    return [n for n, c in configs.items() if c.production or PRODUCTION_MARKER not in markers]

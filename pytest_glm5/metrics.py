@@ -24,6 +24,9 @@ THROUGHPUT_METRICS = (
     "slo_attainment",  # the share of a launch's requests within the scenario's SLO (judge/slo.py)
     "slo_capacity",  # the largest ladder concurrency within the SLO (judge/slo.py)
 )
+# Where 0 is a measurement, not a broken figure: a point with no request within its SLO (the top of a ladder), a
+# ladder with no point within it. Every other recorded value is positive.
+ZERO_IS_A_VALUE = ("slo_attainment", "slo_capacity")
 # ttfo: time to the first answer token of a chat reply, after its thinking (AIPerf's); only chat runs have it.
 LATENCY_FAMILIES = ("ttft", "tpot", "itl", "e2e_latency", "ttfo")
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
@@ -37,6 +40,7 @@ COUNT_METRICS = (
     "duration",
     "mean_reasoning_tokens",  # chat: thinking tokens per request, a property of the workload (held, not gated)
     "mean_input_tokens",  # the prompt as the server counted it (chat: with its template)
+    "mean_input_tokens_asked",  # what the client asked of the same prompts (a trace's rows, a range's draws)
     "prefix_hit",  # shared-prefix shapes: cached prompt tokens over prompt tokens in the window, as the server said
     "prefix_hit_ideal",  # what the shape implies (Workload.ideal_prefix_hit)
     "prefix_hit_counters",  # the same from the server's /metrics counters around the window

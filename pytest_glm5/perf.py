@@ -18,6 +18,7 @@ from .judge.gate import Checked, GateError, PerfGate
 from .judge.provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
 from .judge.slo import ATTAINMENT, CAPACITY, Attainment, Capacity, Slo, attainment, capacity, needed, requests_of
 from .judge.verdicts import Kind
+from .load import trace
 from .load.types import BenchResult, Workload
 from .measurement import Measured, Stability, check_stability, measure
 from .servers.builds import DEFAULT_BUILD, Build
@@ -133,6 +134,24 @@ def after_failed_run(pool: ServerPool, failed: Measured | Stability) -> None:
         pool.notice_hang(str(aborted or "not answering"))
     else:
         pool.notice_death()
+
+
+def on_clock(scale: float, slo: Slo | None, kw: dict[str, Any], sent: int) -> tuple[Slo | None, dict[str, Any]]:
+    """A scenario written in the box's seconds, on a server whose clock runs `scale` times as long (the emulator's
+    rehearsal: 0.01): the SLO's limits and a duration scale by it, a request rate by its inverse (a trace's first
+    `sent` rows at their own rate where none is asked); the rest stays. TraceError for a trace that cannot be read."""
+    if scale == 1.0:
+        return slo, kw
+    out = dict(kw)
+    if out.get("trace") and not out.get("request_rate"):
+        # A trace at its own timestamps: at its own mean rate, which the clock then scales like any other.
+        rows = trace.load(out["trace"])[:sent]
+        out["request_rate"] = trace.native_rate(rows)
+    if out.get("request_rate"):
+        out["request_rate"] = out["request_rate"] / scale
+    if out.get("duration_s"):
+        out["duration_s"] = out["duration_s"] * scale
+    return (slo.scaled(scale) if slo is not None else None), out
 
 
 def default_prompts(concurrency: int) -> int:
@@ -292,6 +311,10 @@ class Perf:
             self.fail(f"{self.config} {scenario}: slo must be a pytest_glm5.Slo (Slo(ttft_ms=2000, tpot_ms=200)), "
                       f"not {type(slo).__name__}")
         sent = num_prompts or default_prompts(concurrency)
+        try:
+            slo, kw = on_clock(self.server.engine.time_scale, slo, kw, sent)
+        except trace.TraceError as exc:
+            self.fail(f"{self.config} {scenario}: {exc}")
         if slo is not None and sent < needed(slo.target):
             self.fail(f"{self.config} {scenario}: an SLO at {slo.target * 100:g}% is judged from at least "
                       f"{needed(slo.target)} requests a launch, and this scenario sends {sent}: set num_prompts="

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 import pytest
 
 from . import hookspecs, roles
+from .configs import PRODUCTION_MARKER, configs_for
 from .judge.gate import PerfGate
 from .load.types import BenchResult
 from .perf import Perf, PerfContext
@@ -89,6 +90,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}(name): run this test against a live server of the named config from the configs file "
         "(launched once per session, or reused when its fingerprint matches).")
+    config.addinivalue_line(
+        "markers", f"{PRODUCTION_MARKER}: a production cell (chat, shared prefixes, long inputs, a trace, capacity at "
+                   "an SLO): runs only on the configs with `production = true`")
     for marker, cc in session.gated_markers.items():
         config.addinivalue_line(
             "markers", f"{marker}: needs compute capability {cc} GPUs (NVML); runs anyway with --glm5-sim or "
@@ -136,8 +140,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 pytest.param(n, c, id=f"{n}-c{c}", marks=pytest.mark.server_config(n))
                 for n, c in run.sweep(list(getattr(metafunc.module, "SWEEP", [])))])
         else:
+            marks = {m.name for m in metafunc.definition.iter_markers()}
             metafunc.parametrize("glm5_config", [pytest.param(n, id=n, marks=pytest.mark.server_config(n))
-                                                 for n in run.configs])
+                                                 for n in configs_for(run.configs, marks)])
     except RunError as exc:
         raise _usage(exc) from None
 
@@ -159,6 +164,12 @@ def _test_item(item: pytest.Item) -> TestItem:
     conc = getattr(getattr(item, "callspec", None), "params", {}).get("concurrency")
     return TestItem(item.nodeid, _marker_name(item), frozenset(m.name for m in item.iter_markers()),
                     conc if isinstance(conc, int) else None, any(m.name == "skip" for m in item.iter_markers()))
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Tests that -k, -m or a shard left out: their configs' launches measure a part (no launch cost is recorded)."""
+    if items:
+        _session(items[0].config).night.left_out([_marker_name(item) for item in items])
 
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: configs of deselected tests need not exist

@@ -37,6 +37,10 @@ def store(tmp_path: Path, text: str) -> BaselineStore:
     ("[tp8.s.output_throughput]\nfloor = 1\nmeasured = nan\n", "measured must be a finite number > 0"),
     ("[tp8.s.output_throughput]\nfloor = 1\ntolerance = nan\n", "tolerance must be a fraction in [0, 1)"),
     ("[tp8.s.output_throughput]\nfloor = 1\nlaunches = [1.0, nan]\n", "launches must be a list of positive"),
+    # 0 is an attainment's value (no request within the SLO), never a throughput's; below 0 is nobody's.
+    ("[tp8.s.output_throughput]\nfloor = 0\n", "floor must be a finite number > 0, got 0"),
+    ("[tp8.s.slo_attainment]\nfloor = -0.1\n", "floor must be a finite number >= 0, got -0.1"),
+    ("[tp8.s.slo_attainment]\nfloor = 0.5\nlaunches = [0.0, -1.0]\n", "launches must be a list of numbers >= 0"),
     ("[defaults]\nlatency_slack_ms = nan\n", "[defaults]: latency_slack_ms must be a finite number >= 0"),
     ("[defaults]\nlatency_slack_ms = inf\n", "[defaults]: latency_slack_ms must be a finite number >= 0"),
     ("[costs.tp8]\nload_s = nan\n", "[costs.tp8]: load_s must be a finite number >= 0 and <= 604800, got nan"),
@@ -50,6 +54,13 @@ def test_validation_names_file_table_and_key(tmp_path: Path, text: str, message:
         store(tmp_path, text)
     assert str(tmp_path / "b.toml") in str(exc.value)
     assert message in str(exc.value)
+
+
+def test_an_slo_point_that_no_request_met_is_recorded_as_zero(tmp_path: Path) -> None:
+    """The ladder's top point misses by design: its attainment of 0 (and a capacity of 0) is a reference to keep."""
+    s = store(tmp_path, "[tp8.c64.slo_attainment]\nfloor = 0.0\nlaunches = [0.0, 0.0]\n"
+                        "[tp8.cap.slo_capacity]\nfloor = 0\n")
+    assert s.bound("tp8", "c64", "slo_attainment").value == 0.0  # type: ignore[union-attr]
 
 
 def test_verdicts_floor_and_ceiling() -> None:

@@ -144,6 +144,12 @@ def test_recording_keeps_the_costs_and_a_budget_stops_rounds(pytester: pytest.Py
     assert "[costs.t]" in text and "tests = 2" in text and "launches = " in text  # 2, or more on a loaded machine
     plan = pytester.runpytest("--glm5-plan")
     said_lines(plan, ["glm5: plan: t * 2 *rehearsal *: modeled load, measuring in model time"])
+    # Recording one of its two tests measures a part of a launch: the cost stays the whole launch's, and says why.
+    part = pytester.runpytest("--update-baselines", "-k", "c1")
+    said_lines(part, ["  t: * launch cost (not recorded: this run left out some of its tests (-k, -m), and a part is "
+                      "no launch)*"])
+    assert next((pytester.path / "baselines").rglob("*.toml")).read_text().split("[costs.t]")[1] == \
+        text.split("[costs.t]")[1]
     # A budget the first launch fits in and no round: a halving seen on one launch is not confirmed (that needs a
     # second), the run says why there is none and ends with what it has.
     first = sum(float(text.split(f"{key} = ")[1].split()[0]) for key in ("load_s", "measure_s", "canary_s"))

@@ -229,6 +229,23 @@ def test_unknown_key_in_config(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*configs.toml: ?config.a?: unknown key 'flgas'; allowed: *"])
 
 
+@pytest.mark.parametrize(("table", "says"), [
+    ("[config.a]\nproduction = \"yes\"\n", "?config.a?: key 'production' must be a bool, got str 'yes'"),
+    ("[defaults]\nproduction = true\n[config.a]\n", "?defaults?: unknown key 'production'; allowed: *"),
+])
+def test_a_production_flag_is_a_config_s_own_bool(pytester: pytest.Pytester, table: str, says: str) -> None:
+    """Which configs serve production is said config by config, true or false: never a default for every one."""
+    if table.startswith("[config"):
+        write_configs(pytester, table)
+    else:
+        pytester.makefile(".toml", configs=table)
+    pytester.makeini("[pytest]\nglm5_configs = configs.toml\n")
+    pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*configs.toml: {says}"])
+
+
 def test_fixed_port_in_use(pytester: pytest.Pytester, sim: Sim) -> None:
     model = write_configs(pytester, f"[config.a]\nflags = {{ port = {sim.port} }}\n")
     pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(sglang_server): pass\n")

@@ -5,9 +5,13 @@ capacity checks, naming the limit that binds."""
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 from plugin_helpers import OUTPUTS, outcome_agrees, report, said_lines, write_configs
+
+import pytest_glm5
+from pytest_glm5 import Slo
 
 # The tiny profile: a decode step of ~4.3 ms at 16 running, a prefill of 2 ms + 5 us a token. At 16 concurrent
 # prompts of 256 tokens a wave's prefill takes ~22 ms, at 32 ~43 ms; prefill twice as slow makes them ~45 and ~86 ms,
@@ -74,3 +78,42 @@ def test_not_an_slo(perf):
     said_lines(result, ["*t c1: an SLO at 99% is judged from at least 299 requests a launch, and this scenario sends "
                         "8: set num_prompts=299 or more",
                         "*t c1: slo must be a pytest_glm5.Slo (Slo(ttft_ms=2000, tpot_ms=200)), not dict"])
+
+
+def test_the_box_s_figures_go_on_the_emulator_s_clock() -> None:
+    """An SLO's milliseconds and a duration times the time scale, a rate over it; a trace without a rate at its own
+    (the shipped sample: 199 gaps over 86.1 s) likewise; a real server's clock (1) changes nothing."""
+    from pytest_glm5.perf import on_clock
+
+    slo, kw = on_clock(0.01, Slo(ttft_ms=3000, tpot_ms=300), {"request_rate": 2.0, "duration_s": 60.0}, 64)
+    assert slo == Slo(ttft_ms=30.0, tpot_ms=3.0) and kw == {"request_rate": 200.0, "duration_s": 0.6}
+    sample = str(Path(pytest_glm5.__file__).parent / "load" / "traces" / "mooncake-sample.jsonl")
+    _, traced = on_clock(0.01, None, {"trace": sample}, 200)
+    assert traced["request_rate"] == pytest.approx(199 / 86.098 / 0.01, rel=1e-3)
+    assert on_clock(1.0, Slo(ttft_ms=3000), {"request_rate": 2.0}, 64) == (Slo(ttft_ms=3000), {"request_rate": 2.0})
+
+
+PRODUCTION = """
+import pytest
+from pytest_glm5 import Slo
+@pytest.mark.production
+def test_chat_cell(glm5_config, perf):
+    r = perf.run("c4", concurrency=4, num_prompts=64, input_len=64, output_len=16, protocol="chat", thinking=False,
+                 slo=Slo(ttft_ms=4000.0))
+    perf.check(r, "c4", ["slo_attainment"])
+def test_everywhere(glm5_config):
+    pass
+"""
+
+
+def test_production_cells_run_on_production_configs_only_and_on_the_emulators_clock(
+        pytester: pytest.Pytester) -> None:
+    write_configs(pytester, "[config.serve]\nproduction = true\nflags = {}\n[config.other]\nflags = {}\n")
+    pytester.makepyfile(PRODUCTION)
+    result = pytester.runpytest("--glm5-no-canary", "--glm5-sim-time-scale", "0.5", "-v", *OUTPUTS)
+    result.assert_outcomes(passed=3)
+    said_lines(result, ["*test_chat_cell?serve? PASSED*", "*test_everywhere?serve? PASSED*",
+                        "*test_everywhere?other? PASSED*"])
+    assert "test_chat_cell[other]" not in result.stdout.str()
+    (v,) = [v for v in report(pytester)["verdicts"] if v["metric"] == "slo_attainment"]
+    assert "within TTFT <= 2000 ms at 95%" in v["note"], v["note"]  # 4 s of the box at half the time

@@ -27,7 +27,15 @@ import tomlkit
 from filelock import FileLock
 from tomlkit.exceptions import TOMLKitError
 
-from ..metrics import geometric_mean, higher_is_better, known_metric_names, latency_family, log_cv, summarize_repeats
+from ..metrics import (
+    ZERO_IS_A_VALUE,
+    geometric_mean,
+    higher_is_better,
+    known_metric_names,
+    latency_family,
+    log_cv,
+    summarize_repeats,
+)
 from ..textfiles import SHARED_MODE, atomic_write, read_utf8
 from .verdicts import (
     Bound,
@@ -75,9 +83,11 @@ RANGES: dict[str, tuple[float, bool, float]] = {
     "questions": (1.0, True, 1e7)}  # launches 0: an estimate, measured over no launch yet
 
 
-def _in_range(path: Path, where: str, key: str, value: Any) -> None:
-    """A number of the file: a finite number inside its key's range, else BaselineError with the range."""
+def _in_range(path: Path, where: str, key: str, value: Any, zero: bool = False) -> None:
+    """A number of the file: a finite number inside its key's range (>= 0 where `zero` says 0 is a value), else
+    BaselineError with the range."""
     low, included, high = RANGES[key]
+    included = included or (zero and low == 0.0)
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if number and math.isfinite(value) and (value >= low if included else value > low) and value <= high:
         return
@@ -162,14 +172,16 @@ def _validate(path: Path, doc: dict[str, Any]) -> None:
                                             f", got {value!r}")
                 if "tolerance" in entry:
                     _check_tolerance(path, where, entry["tolerance"])
+                zero = metric in ZERO_IS_A_VALUE
                 for key in ("floor", "ceiling", "measured", "target", "detectable"):
                     if key in entry:
-                        _in_range(path, where, key, entry[key])
+                        _in_range(path, where, key, entry[key], zero)
                 launches = entry.get("launches", [])
-                if not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-                           for x in launches):
-                    raise BaselineError(f"{path}: {where}: launches must be a list of positive numbers, one per "
-                                        f"server launch, got {launches!r}")
+                if not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+                           and (x >= 0 if zero else x > 0) for x in launches):
+                    raise BaselineError(f"{path}: {where}: launches must be a list of "
+                                        f"{'numbers >= 0' if zero else 'positive numbers'}, one per server launch, "
+                                        f"got {launches!r}")
                 cdf = entry.get("cdf", [])
                 if cdf and (not all(isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf
                                     for x in cdf)

@@ -27,6 +27,8 @@ held to 10%): shorter or longer thinking is another workload, neither faster nor
     'workload not held: prefix hit 41% where the shape implies 86% (held to 2 points): a cache that does not serve \
 the shape is no latency of it'
 
+A trace's rows (or a range's draws) ask their own lengths: the client says their mean, and that is the target.
+    >>> check({"input_len": 128, "trace": "t.jsonl"}, {"input_tokens": 4685.5, "input_tokens_asked": 4685.5}, None)
 """
 
 from __future__ import annotations
@@ -39,10 +41,10 @@ REASONING_TOLERANCE = 0.10
 DRIFT = "workload drift"  # the model's own share of the workload moved (Kind.WORKLOAD_DRIFT)
 NOT_HELD = "workload not held"  # the shape asked for was not the one served (Kind.WORKLOAD_NOT_HELD)
 # metric of a run -> the name its observed mean is kept under
-OBSERVED = {"mean_input_tokens": "input_tokens", "mean_reasoning_tokens": "reasoning_tokens",
-            "prefix_hit": "prefix_hit", "prefix_hit_ideal": "prefix_ideal", "arrival_cv": "arrival_cv",
-            "arrival_cv_asked": "arrival_cv_asked", "arrival_rate": "arrival_rate",
-            "arrival_rate_asked": "arrival_rate_asked"}
+OBSERVED = {"mean_input_tokens": "input_tokens", "mean_input_tokens_asked": "input_tokens_asked",
+            "mean_reasoning_tokens": "reasoning_tokens", "prefix_hit": "prefix_hit",
+            "prefix_hit_ideal": "prefix_ideal", "arrival_cv": "arrival_cv", "arrival_cv_asked": "arrival_cv_asked",
+            "arrival_rate": "arrival_rate", "arrival_rate_asked": "arrival_rate_asked"}
 ARRIVAL_TOLERANCE = 0.10  # an open loop's arrival CV within 10% of the CV of the gaps it drew
 PREFIX_POINTS = 0.02  # the hit rate a prefix cache achieves, within 2 points of what the shape implies
 
@@ -60,12 +62,15 @@ def observed(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
 def check(asked: Mapping[str, Any], seen: Mapping[str, float], reference: Mapping[str, Any] | None
           ) -> tuple[str, str] | None:
     """Why tonight's workload was not the one to judge: (kind, note), or None when it held."""
-    target = asked.get("input_len")
+    # The mean the client asked of the prompts it sent where it says one (a trace's rows, a range's draws), else
+    # the fixed input_len.
+    target = seen.get("input_tokens_asked") or (asked.get("input_len") if asked.get("range_ratio", 1.0) == 1.0
+                                                  else None)
     got = seen.get("input_tokens")
-    if got is not None and target and asked.get("range_ratio", 1.0) == 1.0:
+    if got is not None and target:
         off = got / float(target) - 1
         if abs(off) > INPUT_TOLERANCE:
-            return NOT_HELD, (f"{NOT_HELD}: the server counted {got:g} prompt tokens a request where {target} were "
+            return NOT_HELD, (f"{NOT_HELD}: the server counted {got:g} prompt tokens a request where {target:g} were "
                               f"asked ({off * 100:+.1f}%, held to {INPUT_TOLERANCE * 100:g}%)")
     hit, ideal = seen.get("prefix_hit"), seen.get("prefix_ideal")
     if hit is not None and ideal is not None and abs(hit - ideal) > PREFIX_POINTS:

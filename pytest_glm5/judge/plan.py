@@ -231,6 +231,8 @@ class Night:
     tests_run: dict[str, int] = field(default_factory=dict)
     not_run: dict[str, str] = field(default_factory=dict)  # config -> why the budget left it out
     recorded: dict[str, str] = field(default_factory=dict)  # config -> the launch cost --update-baselines wrote
+    # Configs some of whose tests this run left out (-k, -m): what their launch measured is a part's cost, no launch's
+    partial: set[str] = field(default_factory=set)
     history: str | None = None  # --glm5-history: where earlier nights' launches carry from (judge/carry.py)
     schedule: dict[str, Any] = field(default_factory=dict)  # tonight's pick, when the suite needs more than a night
 
@@ -318,6 +320,10 @@ class Night:
                 continue
             v.note = f"{v.note}: {hours(more * each)} on this box ({hours(each)} a launch, the plan's price)"
 
+    def left_out(self, configs: Sequence[str | None]) -> None:
+        """Tests of these configs were deselected: a launch of theirs tonight measures part of their tests."""
+        self.partial.update(c for c in configs if c is not None)
+
     def to_record(self, loads: Mapping[str, list[float]], modeled: Mapping[str, float | None], scale: float,
                   today: str, provenance: Mapping[str, Any],
                   checks: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, dict[str, Any]]:
@@ -328,7 +334,7 @@ class Night:
         out: dict[str, dict[str, Any]] = {}
         for name, measured in self.measure_s.items():
             took = loads.get(name, [])
-            if not took or not self.tests_run.get(name):
+            if not took or not self.tests_run.get(name) or name in self.partial:
                 continue
             model = modeled.get(name)
             per = scale if model is not None else 1.0
@@ -368,6 +374,8 @@ class Night:
                     else ""
                 self.recorded[n] = (f"load {c['load_s']:,.0f} s, measuring {c['measure_s']:,.0f} s over {c['tests']} "
                                     f"tests{asked}")
+        for n in sorted(self.partial & set(self.measure_s) & set(where)):
+            self.recorded[n] = "not recorded: this run left out some of its tests (-k, -m), and a part is no launch"
         return errors
 
     def spent_lines(self, loads: Mapping[str, list[float]], took_s: float) -> list[str]:

@@ -55,6 +55,12 @@ class Slo:
             if value is not None and not value > 0:
                 raise ValueError(f"an SLO's {name} is a positive number of milliseconds, not {value}")
 
+    def scaled(self, factor: float) -> Slo:
+        """The same SLO on a clock `factor` times as fast (the emulator's rehearsal at 0.01: 2000 ms -> 20 ms)."""
+        def by(ms: float | None) -> float | None:
+            return None if ms is None else ms * factor
+        return Slo(by(self.ttft_ms), by(self.tpot_ms), by(self.e2e_ms), self.target)
+
     def limits(self) -> dict[str, float]:
         """`{"TTFT": 2000.0, "TPOT": 200.0}`: the limits this SLO sets, by the name the line uses."""
         named = (("TTFT", self.ttft_ms), ("TPOT", self.tpot_ms), ("E2E", self.e2e_ms))

@@ -112,6 +112,12 @@ def gaps(rows: Sequence[Row], rate: float | None = None) -> list[float]:
     return [g * factor for g in out]
 
 
+def native_rate(rows: Sequence[Row]) -> float | None:
+    """The rows' own mean arrival rate a second (None for fewer than two rows or no time between them)."""
+    span = (rows[-1].timestamp_ms - rows[0].timestamp_ms) / 1000.0 if len(rows) > 1 else 0.0
+    return (len(rows) - 1) / span if span > 0 else None
+
+
 def ideal_hit(rows: Sequence[Row]) -> float:
     """The share of prompt tokens a cache (empty at the start, large enough) serves: each block's tokens that an
     earlier row sent under the same leading ids (a row's last block is cut to its length: a later row that sends

@@ -52,6 +52,9 @@ class Engine(ABC):
     # Signal that makes a hung server write its stacks to its log (None: the engine has no such hook).
     stack_dump_signal: signal.Signals | None = None
     # The build's env (builds.py): what a patched build sets besides the config's own env.
+    # Seconds of this server per second of the box the suite is written for: the emulator's --sim-time-scale (its
+    # 100x faster rehearsal is 0.01), 1 for a real server. An SLO, a request rate or a duration scales by it.
+    time_scale = 1.0
     build_env: dict[str, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
     build_identity: dict[str, Any] = {}  # noqa: RUF012
 
