@@ -130,6 +130,9 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                    help="replay a Mooncake trace (timestamp, input_length, output_length, hash_ids): its rows at "
                         "their timestamps (at --request-rate a second where given), lengths and shared blocks; "
                         "--num-prompts rows (default: all)")
+    p.add_argument("--turns", type=_int_at_least(1), default=1,
+                   help="multi-turn sessions: --num-prompts / N conversations of N turns, each prompt the "
+                        "conversation so far plus --input-len new tokens (default: 1, single-turn)")
     p.add_argument("--arrival", choices=ARRIVALS, default="poisson",
                    help="open loop: poisson, or gamma with --burstiness (bench_serving's)")
     p.add_argument("--burstiness", type=_positive_float, default=1.0,
@@ -225,11 +228,17 @@ def _client(ns: argparse.Namespace) -> tuple[Callable[[Workload], Measured], str
 
 def _workloads(ns: argparse.Namespace) -> list[Workload]:
     rows = len(trace.load(ns.trace)) if ns.trace and not ns.num_prompts else 0
-    return [Workload(concurrency=c, num_prompts=ns.num_prompts or rows or max(8, 4 * c), input_len=ns.input_len,
+    turns = int(ns.turns)
+
+    def waves(c: int) -> int:  # four waves, at least eight requests, in whole sessions
+        return -(-max(8, 4 * c) // turns) * turns
+
+    return [Workload(concurrency=c, num_prompts=ns.num_prompts or rows or waves(c), input_len=ns.input_len,
                      output_len=ns.output_len, protocol=ns.protocol, warmup=c if ns.warmup is None else ns.warmup,
                      seed=ns.seed, range_ratio=ns.range_ratio, sampling=ns.sampling,
                      thinking=None if ns.thinking is None else ns.thinking == "on", request_rate=ns.request_rate,
-                     arrival=ns.arrival, burstiness=ns.burstiness, trace=ns.trace, duration_s=ns.duration)
+                     arrival=ns.arrival, burstiness=ns.burstiness, trace=ns.trace, duration_s=ns.duration,
+                     turns=ns.turns)
             for c in ns.concurrency]
 
 

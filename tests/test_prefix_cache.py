@@ -4,6 +4,7 @@ prefixes are new to each run, /flush_cache empties the cache, and /metrics count
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -35,6 +36,39 @@ def test_the_achieved_hit_is_within_2_points_of_the_shapes_ideal(sim: Sim, prefi
     # A second run of the same shape draws new prefixes: the first run's cache serves none of its first prompts.
     again = run_workload(sim.url, wl)
     assert abs(again.metrics["prefix_hit"] - ideal) <= 0.02
+
+
+@pytest.mark.parametrize("protocol", ["sglang", "chat"])
+def test_multi_turn_sessions_grow_their_context_and_hit_the_turn_before(sim: Sim, protocol: str) -> None:
+    """Each of 8 sessions sends 4 turns in order; turn k's prompt is turn k-1's, its stand-in answer and 256 new
+    tokens: the cache serves the turn before (ideal (256+544+832)/(256+544+832+1120) = 59% through /generate),
+    within 2 points."""
+    wl = Workload(concurrency=4, num_prompts=32, input_len=256, output_len=32, protocol=protocol, turns=4,
+                  thinking=False if protocol == "chat" else None)
+    r = run_workload(sim.url, wl)
+    ideal = r.metrics["prefix_hit_ideal"]
+    # A chat prompt's closing template tokens (8 here: the probe learns them) are no prefix of the next turn's.
+    closing = 8 if protocol == "chat" else 0
+    assert ideal == pytest.approx((256 + 544 + 832 - 3 * closing) / (256 + 544 + 832 + 1120))
+    assert r.metrics["failed"] == 0
+    assert abs(r.metrics["prefix_hit"] - ideal) <= 0.02, (r.metrics["prefix_hit"], ideal)
+    # Sessions in order: the prompts grow by turn within each session, one turn after another.
+    lens = [x.prompt_len for x in r.records]
+    assert sorted(set(lens)) == sorted({wl.turn_len(k) for k in range(4)}) or protocol == "chat", lens
+    for s in range(8):
+        turns = r.records[4 * s:4 * s + 4]
+        assert all(a.start + a.latency <= b.start + 1e-6 for a, b in itertools.pairwise(turns)), s
+    if protocol == "chat":  # the server counted the template of every message; still the asked length within 2%
+        assert abs(r.metrics["mean_input_tokens"] / r.metrics["mean_input_tokens_asked"] - 1) <= 0.02
+
+
+def test_sessions_are_whole_and_closed_loop() -> None:
+    with pytest.raises(ValueError, match="num_prompts must be whole sessions of 4 turns, got 30"):
+        Workload(concurrency=4, num_prompts=30, turns=4)
+    with pytest.raises(ValueError, match="multi-turn sessions are a closed loop"):
+        Workload(concurrency=4, num_prompts=32, turns=4, request_rate=2.0)
+    with pytest.raises(ValueError, match="turns must be >= 1"):
+        Workload(concurrency=4, num_prompts=32, turns=0)
 
 
 def test_without_a_shared_prefix_almost_nothing_hits_and_no_hit_rate_is_claimed(sim: Sim) -> None:

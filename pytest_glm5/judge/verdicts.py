@@ -202,10 +202,11 @@ class Verdict:
 
 
 WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling", "thinking",
-                 "prefix_len", "prefix_groups", "request_rate", "arrival", "burstiness", "trace", "duration_s")
+                 "prefix_len", "prefix_groups", "request_rate", "arrival", "burstiness", "trace", "duration_s", "turns")
 # Keys a workload leaves out at these values (recorded files and carried samples stay as they were).
 WORKLOAD_UNSET: dict[str, Any] = {"thinking": None, "prefix_len": 0, "prefix_groups": 1, "request_rate": None,
-                                  "arrival": "poisson", "burstiness": 1.0, "trace": None, "duration_s": None}
+                                  "arrival": "poisson", "burstiness": 1.0, "trace": None, "duration_s": None,
+                                  "turns": 1}
 # What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one, no chat,
 # no shared prefix.
 WORKLOAD_LEGACY: dict[str, Any] = {"range_ratio": 1.0, "sampling": "uniform", **WORKLOAD_UNSET}

@@ -59,6 +59,8 @@ def make_prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) 
         out = [[lo + (offsets[i] + i + j) % span for j in range(lens[i])] for i in range(count)]
     else:
         out = [[rng.randrange(lo, hi) for _ in range(n)] for n in lens]
+    if workload.turns > 1:
+        return _sessions(workload, count, rng)
     if workload.prefix_len:
         # Each group's prefix, then the prompt's own tokens drawn one by one (bench_serving's generated-shared-prefix
         # draws them so): a run of consecutive ids would repeat another prompt's whole suffix at one start id in
@@ -67,6 +69,32 @@ def make_prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) 
         groups = [[rng.randrange(lo, hi) for _ in range(n)] for _ in range(workload.prefix_groups)]
         out = [groups[i % workload.prefix_groups] + [rng.randrange(lo, hi) for _ in range(len(p) - n)]
                for i, p in enumerate(out)]
+    return out
+
+
+def _sessions(workload: Workload, count: int, rng: random.Random) -> list[list[int]]:
+    """`count` prompts of multi-turn sessions, each session's turns in order: turn k is the conversation so far (the
+    earlier turns' inputs, each followed by a stand-in answer of output_len ids) and input_len new ids. The answer is
+    the client's, not the server's: the server finds the previous prompt in its cache, not its own reply."""
+    lo, hi = workload.token_low, workload.token_high
+    out: list[list[int]] = []
+    while len(out) < count:
+        context: list[int] = []
+        for _ in range(workload.turns):
+            context = context + [rng.randrange(lo, hi) for _ in range(workload.input_len)]
+            out.append(context)
+            context = context + [rng.randrange(lo, hi) for _ in range(workload.output_len)]
+    return out[:count]
+
+
+def turn_messages(words: list[str], workload: Workload) -> list[dict[str, str]]:
+    """A session's prompt as chat messages: user inputs and assistant answers in turn, as the conversation grew."""
+    out: list[dict[str, str]] = []
+    at, role = 0, "user"
+    while at < len(words):
+        n = workload.input_len if role == "user" else workload.output_len
+        out.append({"role": role, "content": " ".join(words[at:at + n])})
+        at, role = at + n, "assistant" if role == "user" else "user"
     return out
 
 
@@ -137,9 +165,11 @@ def _payload(workload: Workload, prompt: list[int], output_len: int, model: str,
         # The template's own tokens are part of input_len, as usage.prompt_tokens counts them (AIPerf compensates
         # them the same way): the words sent are the rest.
         words = prompt[:max(1, len(prompt) - shape.template_tokens)]
+        messages = (turn_messages(prompt_text(words).split(), workload) if workload.turns > 1 else
+                    [{"role": "user", "content": prompt_text(words)}])
         chat: dict[str, Any] = {
             "model": model,
-            "messages": [{"role": "user", "content": prompt_text(words)}],
+            "messages": messages,
             "max_completion_tokens": output_len,
             "temperature": 0.0,
             "stream": True,
@@ -480,7 +510,9 @@ class LoadRunner:
         schedule: Sequence[float] = ()
     ) -> list[RequestTiming]:
         records: list[RequestTiming | None] = [None] * len(prompts)
-        order = iter(range(len(prompts)))
+        # A worker takes a session and sends its turns one after another (a single-turn request is a session of one).
+        turns = workload.turns
+        order = iter([list(range(i, min(i + turns, len(prompts)))) for i in range(0, len(prompts), turns)])
         at: list[float] = []
         if schedule:  # open loop: each request's send time, from the phase's start
             t = time.perf_counter()
@@ -491,15 +523,16 @@ class LoadRunner:
         last = at[0] - schedule[0] + workload.duration_s if at and workload.duration_s else None
 
         async def worker() -> None:
-            for i in order:
-                n = output_len[i] if isinstance(output_len, list) else output_len
-                if last is not None and at[i] > last:
-                    return  # past the open loop's duration: the rest are not sent
-                if at:
-                    wait = at[i] - time.perf_counter()
-                    if wait > 0:
-                        await asyncio.sleep(wait)
-                records[i] = await self.one(session, workload, prompts[i], n, at[i] if at else None)
+            for group in order:
+                for i in group:
+                    n = output_len[i] if isinstance(output_len, list) else output_len
+                    if last is not None and at[i] > last:
+                        return  # past the open loop's duration: the rest are not sent
+                    if at:
+                        wait = at[i] - time.perf_counter()
+                        if wait > 0:
+                            await asyncio.sleep(wait)
+                    records[i] = await self.one(session, workload, prompts[i], n, at[i] if at else None)
 
         workers = [asyncio.ensure_future(worker()) for _ in range(min(workload.concurrency, len(prompts)))]
         self.last_progress = time.perf_counter()
@@ -576,11 +609,11 @@ class LoadRunner:
                 self.cache_note = await self._flush(session)
         self.max_in_flight = 0
         # A shared-prefix shape's prefixes are new to this run: nothing another scenario left in the cache serves it.
-        nonce = random.SystemRandom().randrange(1, 2 ** 31) if workload.prefix_len else 0
+        nonce = random.SystemRandom().randrange(1, 2 ** 31) if workload.prefix_len or workload.turns > 1 else 0
         rows = _trace_rows(workload)
         prompts = (trace.prompts(rows, workload.token_low, workload.token_high) if rows
                    else make_prompts(workload, workload.num_prompts, nonce=nonce))
-        ideal = trace.ideal_hit(rows) if rows else workload.ideal_prefix_hit()
+        ideal = trace.ideal_hit(rows) if rows else workload.ideal_prefix_hit(self.shape.template_tokens)
         # The server's counters around exactly the window, where a hit is asked of it: its cached and prompt tokens
         # say the hit even where its replies do not (chat without --enable-cache-report).
         counted = servermetrics.snapshot(self.url) if ideal is not None else None
@@ -599,6 +632,10 @@ class LoadRunner:
         metrics["failed"] = float(sent_n - metrics["completed"])
         if workload.duration_s:
             metrics["sent"] = float(len(records))
+        if "mean_input_tokens" in metrics and records:
+            # What was asked of the prompts sent (a trace's rows or a range's draws differ from input_len), beside
+            # what the server counted of them.
+            metrics["mean_input_tokens_asked"] = sum(len(p) for p in prompts[:len(records)]) / len(records)
         sent = sorted(r.sent for r in records if r.sent)
         if gaps and len(sent) > 2:
             # What was asked (the drawn gaps) beside what the client kept: a cap that throttles sends, or a client

@@ -72,6 +72,11 @@ class Workload:
     # (scaled to request_rate a second where given), with their lengths and shared blocks (input_len and output_len
     # are then the trace's); None: no trace.
     trace: str | None = None
+    # Multi-turn sessions: num_prompts / turns conversations of `turns` requests sent one after another, each prompt
+    # the conversation so far (every earlier turn's input_len new tokens and a stand-in answer of output_len tokens)
+    # and input_len new ones: the context grows and the prefix cache serves the turn before. At most `concurrency`
+    # sessions at once; new to each run, like a shared prefix. 1: single-turn.
+    turns: int = 1
 
     def __post_init__(self) -> None:
         problems = []
@@ -109,6 +114,14 @@ class Workload:
                             f"{self.duration_s}")
         if self.trace is not None and self.prefix_len:
             problems.append("a trace sets its own prefixes (its hash_ids): no prefix_len with it")
+        if self.turns < 1:
+            problems.append(f"turns must be >= 1 (1: single-turn), got {self.turns}")
+        elif self.turns > 1 and self.num_prompts % self.turns:
+            problems.append(f"num_prompts must be whole sessions of {self.turns} turns, got {self.num_prompts}")
+        elif self.turns > 1 and (self.request_rate is not None or self.trace is not None or self.prefix_len
+                                 or self.range_ratio < 1.0):
+            problems.append("multi-turn sessions are a closed loop of fixed lengths of their own: no request_rate, "
+                            "trace, prefix_len or range_ratio with turns")
         if self.protocol == "chat" and self.thinking is None:
             problems.append("a chat workload pins thinking on or off (thinking=True or False; glm5 bench --thinking "
                             "on|off): the server's default is not a workload")
@@ -119,12 +132,21 @@ class Workload:
         if problems:
             raise ValueError("; ".join(problems))
 
-    def ideal_prefix_hit(self) -> float | None:
+    def ideal_prefix_hit(self, template: int = 0) -> float | None:
         """The share of prompt tokens a prefix cache can serve in this shape's window (the cache flushed before
-        it): every prompt's prefix but the first of each group. None: no shared prefix."""
+        it): every prompt's prefix but the first of each group; in sessions, each turn's but the first, all of the
+        turn before but the `template` tokens that close a chat prompt (the next turn goes on with the answer
+        there). None: no shared prefix."""
+        if self.turns > 1:
+            lens = [self.turn_len(k) for k in range(self.turns)]
+            return sum(max(0, n - template) for n in lens[:-1]) / sum(lens)
         if not self.prefix_len:
             return None
         return self.prefix_len * (self.num_prompts - self.prefix_groups) / (self.input_len * self.num_prompts)
+
+    def turn_len(self, k: int) -> int:
+        """The prompt of a session's turn k (from 0): k earlier turns of input and answer, and its own input."""
+        return (k + 1) * self.input_len + k * self.output_len
 
     def label(self) -> str:
         """A short human name such as `c256 128/128 sglang`."""
@@ -132,7 +154,8 @@ class Workload:
         loop = "" if self.request_rate is None else f" open loop {self.request_rate:g} req/s {self.arrival}"
         if self.trace is not None:
             return f"c{self.concurrency} trace {self.trace} {self.protocol}{think}"
-        return f"c{self.concurrency} {self.input_len}/{self.output_len} {self.protocol}{think}{loop}"
+        turns = f" {self.turns} turns" if self.turns > 1 else ""
+        return f"c{self.concurrency} {self.input_len}/{self.output_len} {self.protocol}{think}{loop}{turns}"
 
 
 @dataclass
