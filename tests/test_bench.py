@@ -30,6 +30,32 @@ def test_exact_tokens_limit_and_warmup(sim: Sim) -> None:
     assert 0 < r.metrics["concurrency"] <= 8
 
 
+def test_the_windows_bodies_are_built_before_it_up_to_a_bound(sim: Sim, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building a request's body is the client's CPU, not the server's time: the window's bodies are built before it
+    (each one encoded once, exactly as sent), and past PREBUILT_BYTES the rest as they go (no gigabytes held)."""
+    from pytest_glm5.load import client
+
+    built: list[int] = []
+    encode = client.LoadRunner.encode
+
+    def counting(self: client.LoadRunner, workload: Workload, prompt: list[int], n: int) -> tuple[str, bytes]:
+        out = encode(self, workload, prompt, n)
+        built.append(len(out[1]))
+        return out
+
+    monkeypatch.setattr(client.LoadRunner, "encode", counting)
+    wl = Workload(concurrency=4, num_prompts=12, input_len=64, output_len=4, warmup=0)
+    r = run_workload(sim.url, wl)
+    assert r.metrics["completed"] == 12 and len(built) == 1 + 12  # the probe's, then the window's, once each
+    monkeypatch.setattr(client, "PREBUILT_BYTES", built[1] * 3)
+    built.clear()
+    runner = client.LoadRunner(sim.url)
+    prompts = client.make_prompts(wl, 12)
+    ready = runner.encode_window(wl, prompts, [4] * 12)
+    assert [x is not None for x in ready] == [True] * 4 + [False] * 8  # up to the bound (the one that crosses it)
+    assert ready[0] == runner.encode(wl, prompts[0], 4)
+
+
 def test_openai_protocol_counts_usage(sim: Sim) -> None:
     r = run_workload(sim.url, Workload(concurrency=4, num_prompts=12, input_len=16, output_len=9, protocol="openai"))
     assert r.metrics["completed"] == 12 and r.metrics["total_output_tokens"] == 12 * 9
