@@ -211,7 +211,13 @@ flags = { sim-slowdown = 0.5 }
 compare_to = "ref"
 expected_slower = true
 """
-    write_configs(pytester, configs)
+    model = write_configs(pytester, configs)
+    # What is held is a -50% comparison, not a 5% one: at the default 5% tolerance a CPU-shared CI box made `known`
+    # client-bound once (the client's own delay 3.3% of its figure, over half the tolerance), which drops its
+    # comparison line. At 10% the client's share must reach 5% before the point is not judged.
+    book = pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml"
+    book.parent.mkdir(parents=True)
+    book.write_text("[defaults]\ntolerance = 0.1\n")
     pytester.makepyfile("""
 import pytest
 
