@@ -9,13 +9,16 @@ import json
 import resource
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .judge.bisect import bisect, most_steps
+from .judge.slo import Attainment, Slo, attainment, needed, requests_of
 from .load import trace
 from .load.client import run_workload
 from .load.types import ARRIVALS, PROTOCOLS, SAMPLINGS, BenchError, Workload
+from .metrics import RequestTiming
 
 if TYPE_CHECKING:
     from .report.outputs import Outputs
@@ -107,10 +110,29 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p = sub.add_parser("bench", help="closed-loop streaming measurement of a running server",
                        description="Closed-loop streaming load at each concurrency; metrics by SGLang "
                                    "bench_serving's formulas.")
-    p.add_argument("--url", required=True, type=_url, help="server base URL, e.g. http://127.0.0.1:30000")
     p.add_argument("--concurrency", type=_int_list, default=[1], help="comma-separated, e.g. 1,2,256")
     p.add_argument("--num-prompts", type=_int_at_least(1), default=None,
                    help="requests per concurrency (default: 4 x concurrency, at least 8)")
+    _workload_args(p)
+    p = sub.add_parser("capacity", help="the largest concurrency within an SLO, bisected between two ladder points",
+                       description="Bisect between LOW (within the SLO) and HIGH (not) against a running server: each "
+                                   "middle point measured with enough requests to show the target; the price first.")
+    p.add_argument("--concurrency", type=_int_list, required=True, metavar="LOW,HIGH",
+                   help="the ladder's bracket, e.g. 16,64 (the suite's capacity line names both)")
+    p.add_argument("--num-prompts", type=_int_at_least(1), default=None,
+                   help="requests per point (default: two waves, at least what the target needs: 59 for 95%%)")
+    p.add_argument("--resolution", type=_int_at_least(1), default=None,
+                   help="stop when the bracket is this wide (default: an eighth of LOW, at least 1)")
+    p.add_argument("--ttft-ms", type=_positive_float, default=None, help="SLO: time to first token, ms")
+    p.add_argument("--tpot-ms", type=_positive_float, default=None, help="SLO: time per output token, ms")
+    p.add_argument("--e2e-ms", type=_positive_float, default=None, help="SLO: request latency, ms")
+    p.add_argument("--target", type=_ratio, default=0.95, help="SLO: the share of requests within it (default 0.95)")
+    _workload_args(p)
+
+
+def _workload_args(p: argparse.ArgumentParser) -> None:
+    """What `glm5 bench` and `glm5 capacity` send: server, lengths, protocol, shape, client."""
+    p.add_argument("--url", required=True, type=_url, help="server base URL, e.g. http://127.0.0.1:30000")
     p.add_argument("--input-len", type=_int_at_least(1), default=128)
     p.add_argument("--output-len", type=_int_at_least(1), default=128)
     p.add_argument("--protocol", choices=PROTOCOLS, default="sglang",
@@ -197,6 +219,46 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     return 1 if any(m.metrics.get("failed") for _, m in rows) else 0
 
 
+def cmd_capacity(ns: argparse.Namespace) -> int:
+    """Run `glm5 capacity`: the price, each point's attainment, then the bracket; exit 0 once it is found."""
+    try:
+        if len(ns.concurrency) != 2:
+            raise ValueError(f"--concurrency takes the bracket LOW,HIGH, got {len(ns.concurrency)} values")
+        if ns.client != "glm5":
+            raise ValueError("capacity judges each request against the SLO: --client glm5 keeps them")
+        slo = Slo(ns.ttft_ms, ns.tpot_ms, ns.e2e_ms, ns.target)
+        low, high = ns.concurrency
+        if low >= high:
+            raise ValueError(f"--concurrency LOW,HIGH: the lower first (LOW within the SLO), got {low},{high}")
+        resolution = ns.resolution or max(1, low // 8)
+        most = most_steps(low, high, resolution)
+        turns = int(ns.turns)
+        prompts = ns.num_prompts or -(-max(needed(slo.target), 2 * high) // turns) * turns
+        print(f"glm5 capacity: [{low}, {high}] to {resolution} wide within {slo.describe()}: at most {most} points of "
+              f"{prompts} requests ({most * prompts * ns.output_len:,} output tokens); {low} taken as within it and "
+              f"{high} as not (the ladder's bracket)", file=sys.stderr)
+        raise_open_files_limit(high)
+        measure, by = _client(ns)
+        base = _workloads(argparse.Namespace(**{**vars(ns), "concurrency": [low], "num_prompts": prompts}))[0]
+
+        def point(c: int) -> Attainment:
+            wl = replace(base, concurrency=c, warmup=c if ns.warmup is None else ns.warmup)
+            print(f"glm5 capacity: {wl.label()}, {wl.num_prompts} prompts against {ns.url}{by} ...", file=sys.stderr)
+            got = attainment(slo, requests_of(measure(wl).timings))
+            print(f"  c{c}: {got.line()}", file=sys.stderr)
+            return got
+
+        found = bisect(low, high, resolution, point)
+    except (BenchError, ValueError) as exc:
+        print(f"glm5 capacity: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("glm5 capacity: interrupted", file=sys.stderr)
+        return 130
+    print(found.line())
+    return 1 if found.stopped else 0
+
+
 @dataclass(frozen=True)
 class Measured:
     """One concurrency's figures, its requests' distinct errors and its --json record, whichever client ran it."""
@@ -204,6 +266,7 @@ class Measured:
     metrics: dict[str, float]
     errors: list[str]
     record: dict[str, Any]
+    timings: list[RequestTiming] = field(default_factory=list)  # each request's, where the client keeps them
 
 
 def _client(ns: argparse.Namespace) -> tuple[Callable[[Workload], Measured], str]:
@@ -211,7 +274,7 @@ def _client(ns: argparse.Namespace) -> tuple[Callable[[Workload], Measured], str
     if ns.client == "glm5":
         def ours(wl: Workload) -> Measured:
             r = run_workload(ns.url, wl)
-            return Measured(r.metrics, r.errors, r.to_dict(details=ns.details))
+            return Measured(r.metrics, r.errors, r.to_dict(details=ns.details), r.records)
 
         return ours, ""
     from .load import benchserving
@@ -476,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(args)
     if ns.cmd == "bench":
         return cmd_bench(ns)
+    if ns.cmd == "capacity":
+        return cmd_capacity(ns)
     if ns.cmd == "compare":
         return cmd_compare(ns)
     if ns.cmd == "history":

@@ -81,3 +81,35 @@ def test_glm5_plan_prices_a_resolution() -> None:
     assert p.returncode == 2 and "give a report or baselines file, or --cv and --load-time" in p.stderr
     p = glm5("plan", "--cv", "0.05", "--load-time", "tonight")
     assert p.returncode == 2 and "'tonight' is not a duration" in p.stderr
+
+
+@pytest.mark.slow
+def test_glm5_capacity_prices_then_narrows_the_bracket(sim: Sim) -> None:
+    """The price first, each middle point's attainment, and a final bracket the points agree with: every point
+    within the SLO at or under its feasible end, every one that missed at or over its infeasible end."""
+    import re
+
+    p = glm5("capacity", "--url", sim.url, "--concurrency", "8,64", "--ttft-ms", "12", "--input-len", "64",
+             "--output-len", "32", "--resolution", "8", timeout=120)
+    assert p.returncode in (0, 1), p.stderr  # 1: a point its bounds could not call ended the search (said)
+    lines = p.stderr.splitlines()
+    assert lines[0] == ("glm5 capacity: [8, 64] to 8 wide within TTFT <= 12 ms at 95%: at most 3 points of 128 "
+                        "requests (12,288 output tokens); 8 taken as within it and 64 as not (the ladder's bracket)")
+    points = {int(c): state for c, state in re.findall(r"^  c(\d+): .*\): (meets|misses|undecided)", p.stderr, re.M)}
+    assert 1 <= len(points) <= 3 and next(iter(points)) == 36, p.stderr
+    feasible, infeasible = map(int, re.match(r"capacity (\d+) concurrent within TTFT <= 12 ms at 95% \(infeasible "
+                                             r"at (\d+)", p.stdout).groups())  # type: ignore[union-attr]
+    assert 8 <= feasible < infeasible <= 64
+    assert all(c <= feasible for c, s in points.items() if s == "meets")
+    assert all(c >= infeasible for c, s in points.items() if s == "misses")
+    assert (p.returncode == 0) == (infeasible - feasible <= 8) == ("undecided" not in points.values())
+
+
+def test_glm5_capacity_refuses_what_it_cannot_search() -> None:
+    for args, says in ((["--concurrency", "8"], "--concurrency takes the bracket LOW,HIGH, got 1 values"),
+                       (["--concurrency", "8,64"], "an SLO needs at least one limit"),
+                       (["--concurrency", "64,8", "--ttft-ms", "5"], "the lower first"),
+                       (["--concurrency", "8,64", "--ttft-ms", "5", "--client", "bench_serving"],
+                        "--client glm5 keeps them")):
+        p = glm5("capacity", "--url", "http://127.0.0.1:9", *args)
+        assert p.returncode == 2 and says in p.stderr, p.stderr

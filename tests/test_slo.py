@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from scipy import stats as sps
 
-from pytest_glm5.judge.slo import Request, Slo, attainment, capacity, clopper_pearson, misses, needed
+from pytest_glm5.judge.slo import Attainment, Request, Slo, attainment, capacity, clopper_pearson, misses, needed
 
 SLO = Slo(ttft_ms=2000.0, tpot_ms=200.0)
 GOOD = Request(True, 900.0, 150.0, 5000.0)
@@ -73,3 +73,21 @@ def test_capacity_is_the_bracket_the_ladder_shows() -> None:
 def test_a_wrong_slo_says_what_is_wrong(kwargs: dict[str, float], says: str) -> None:
     with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
         Slo(**kwargs)
+
+
+def test_a_bisection_stops_where_the_bounds_cannot_call_a_point_and_says_so() -> None:
+    from pytest_glm5.judge.bisect import bisect, most_steps
+
+    slo = Slo(ttft_ms=2000)
+    meets, unsure = Attainment(slo, 64, 64, 0.95, 1.0, ""), Attainment(slo, 60, 64, 0.85, 0.98, "TTFT")
+    found = bisect(16, 64, 2, lambda c: meets if c < 40 else unsure)
+    assert [s.concurrency for s in found.steps] == [40]
+    assert (found.feasible, found.infeasible) == (16, 64)
+    assert found.stopped.startswith("stopped at 40: 93.8% of 64 requests within TTFT <= 2000 ms at 95% (exact")
+    assert found.stopped.endswith("): undecided; TTFT binds")
+    # Within the resolution at once, or a bracket upside down: nothing is measured, and the error says why.
+    for args, says in (((16, 18, 4), "already within the resolution 4"), ((64, 16, 4), "the lower first"),
+                       ((16, 64, 0), "resolution is a whole number")):
+        with pytest.raises(ValueError, match=says):
+            bisect(*args, lambda c: meets)
+    assert most_steps(16, 64, 1) == 6 and most_steps(16, 17, 1) == 0
