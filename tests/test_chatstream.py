@@ -56,3 +56,22 @@ def test_a_reply_that_only_thinks_has_no_ttfo() -> None:
     r = _read(THINKING[:4], end=0.7)
     assert r.ttfo is None and r.ttft is not None and r.answer_tokens == 0 and r.reasoning_tokens == 3
     assert _read([], end=0.2).ttft is None  # nothing came: no first token either
+
+
+def test_a_chat_prompt_goes_as_words_the_servers_tokenizer_counts_back() -> None:
+    """n tokens as n / tokens-per-word words, part by part (a shared prefix, a session's turns, a trace's blocks),
+    the template's tokens off the last part."""
+    from pytest_glm5.load.client import chat_words
+    from pytest_glm5.load.types import RequestShape, Workload
+
+    shape = RequestShape(template_tokens=8, tokens_per_word=2.0)
+    ids = list(range(100))
+    plain = Workload(concurrency=1, num_prompts=4, input_len=100, protocol="chat", thinking=False)
+    assert [len(p) for p in chat_words(ids, plain, shape)] == [46]  # (100 - 8) / 2
+    shared = Workload(concurrency=1, num_prompts=4, input_len=100, prefix_len=60, protocol="chat", thinking=False)
+    parts = chat_words(ids, shared, shape)
+    assert [len(p) for p in parts] == [30, 16] and parts[1][0] == 60  # the prefix's first 30 ids, the rest's 16
+    turns = Workload(concurrency=1, num_prompts=4, input_len=40, output_len=10, turns=2, protocol="chat",
+                     thinking=False)
+    assert [len(p) for p in chat_words(ids[:90], turns, shape)] == [20, 5, 16]  # 40, 10, 40 - 8
+    assert [len(p) for p in chat_words(ids, plain, RequestShape(template_tokens=8))] == [92]  # one token a word

@@ -222,3 +222,23 @@ def test_the_canary_holds_on_a_real_engine_and_catches_a_changed_model_file(pyte
     assert other.ret == 1
     said_lines(other, ["FAILED: faster, but wrong: 1 config answered wrong (small: canary failed: *"])
     assert llama_procs(model) == []
+
+
+@pytest.mark.slow
+def test_chat_prompts_hold_their_length_on_a_real_tokenizer(gguf_model: Path, tmp_path: Path) -> None:
+    """The tiny model's byte-level BPE makes ~3 tokens of a client word like `w123` (543 prompt tokens where 192
+    were asked, before the probe learned it): the probe now measures tokens per word and sends n / that many words,
+    so the server counts the asked length, plain and with a shared prefix (a part shared is the same words)."""
+    engine = _engine()
+    cfg = ServerConfig("tiny", engine="llamacpp", flags={"slots": 2, "slot-tokens": 1024})
+    handle = launch(cfg, engine, str(gguf_model), tmp_path, startup_timeout=60)
+    try:
+        for prefix in (0, 128):
+            r = run_workload(handle.url, Workload(concurrency=2, num_prompts=6, input_len=192, output_len=8,
+                                                  protocol="chat", thinking=False, prefix_len=prefix,
+                                                  prefix_groups=2 if prefix else 1, warmup=1))
+            assert r.failed == 0, r.errors
+            assert abs(r.metrics["mean_input_tokens"] / 192 - 1) <= 0.02, (prefix, r.metrics["mean_input_tokens"])
+    finally:
+        stop(handle, timeout=10)
+    assert llama_procs(gguf_model) == []

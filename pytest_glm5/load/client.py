@@ -16,6 +16,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -32,6 +33,7 @@ from .types import BenchError, BenchResult, RequestShape, Unreachable, Workload
 PREFLIGHT_TIMEOUT_S = 5.0
 _JSON = {"Content-Type": "application/json"}
 STALE_RETRIES = 3
+CALIBRATION_WORDS = 64  # chat: the probe's second prompt has this many words more than its first
 # A window's request bodies are built before it (off the measured path) up to this many bytes; a larger window builds
 # the rest as it sends them (100,000 prompts of 8k tokens would be gigabytes).
 PREBUILT_BYTES = 256 * 2 ** 20
@@ -90,14 +92,32 @@ def _sessions(workload: Workload, count: int, rng: random.Random) -> list[list[i
     return out[:count]
 
 
-def turn_messages(words: list[str], workload: Workload) -> list[dict[str, str]]:
-    """A session's prompt as chat messages: user inputs and assistant answers in turn, as the conversation grew."""
-    out: list[dict[str, str]] = []
-    at, role = 0, "user"
-    while at < len(words):
-        n = workload.input_len if role == "user" else workload.output_len
-        out.append({"role": role, "content": " ".join(words[at:at + n])})
-        at, role = at + n, "assistant" if role == "user" else "user"
+def segments(n: int, workload: Workload) -> list[int]:
+    """The parts of an n-token prompt that must stay whole to share a prefix: a session's turns (inputs and answers
+    in turn), a shared prefix and the rest, a trace's blocks, else the prompt itself."""
+    if workload.turns > 1:
+        out, at, user = [], 0, True
+        while at < n:
+            out.append(min(workload.input_len if user else workload.output_len, n - at))
+            at, user = at + out[-1], not user
+        return out
+    if workload.trace is not None:
+        return [min(trace.BLOCK, n - at) for at in range(0, n, trace.BLOCK)]
+    if workload.prefix_len:
+        return [workload.prefix_len, n - workload.prefix_len]
+    return [n]
+
+
+def chat_words(prompt: list[int], workload: Workload, shape: RequestShape) -> list[list[int]]:
+    """The ids a chat prompt sends as words, part by part: each part as many words as the server's tokenizer makes
+    its tokens of (shape.tokens_per_word), the template's tokens off the last, so that usage.prompt_tokens is the
+    asked length and a part shared between prompts is sent as the same words."""
+    out, at = [], 0
+    sizes = segments(len(prompt), workload)
+    for i, size in enumerate(sizes):
+        tokens = size - (shape.template_tokens if i == len(sizes) - 1 else 0)
+        out.append(prompt[at:at + min(size, max(1, round(tokens / shape.tokens_per_word)))])
+        at += size
     return out
 
 
@@ -167,9 +187,9 @@ def _payload(workload: Workload, prompt: list[int], output_len: int, model: str,
     if workload.protocol == "chat":
         # The template's own tokens are part of input_len, as usage.prompt_tokens counts them (AIPerf compensates
         # them the same way): the words sent are the rest.
-        words = prompt[:max(1, len(prompt) - shape.template_tokens)]
-        messages = (turn_messages(prompt_text(words).split(), workload) if workload.turns > 1 else
-                    [{"role": "user", "content": prompt_text(words)}])
+        parts = [prompt_text(part) for part in chat_words(prompt, workload, shape)]
+        messages = ([{"role": "user" if i % 2 == 0 else "assistant", "content": part} for i, part in enumerate(parts)]
+                    if workload.turns > 1 else [{"role": "user", "content": " ".join(parts)}])
         chat: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -362,20 +382,32 @@ class LoadRunner:
             self.model = str(data[0].get("id", "default"))
         self.server_info = await self.fetch_server_info(session)
 
+    async def _calibrate(self, session: aiohttp.ClientSession, workload: Workload, prompt: list[int],
+                         counted: int) -> None:
+        """What the server's chat template adds, and how many tokens its tokenizer makes of a word: a second prompt
+        of CALIBRATION_WORDS more words, as the server counts both (later prompts send n / that many words)."""
+        rng = random.Random(workload.seed * 31 + 7)
+        more = prompt + [rng.randrange(workload.token_low, workload.token_high) for _ in range(CALIBRATION_WORDS)]
+        rec = await self._watched(self.one(session, workload, more, 4))
+        per = (rec.prompt_len - counted) / CALIBRATION_WORDS if rec is not None and rec.success else 1.0
+        self.shape.tokens_per_word = per if per > 0 else 1.0
+        self.shape.template_tokens = max(0, round(counted - len(prompt) * self.shape.tokens_per_word))
+
     async def probe(self, session: aiohttp.ClientSession, workload: Workload) -> None:
         """One small request before anything is measured: fall back to a shape the server accepts, or fail
         with what it said (never thousands of failed requests)."""
         prompt = make_prompts(workload, 1, salt=2)[0][:8]
         tried: list[str] = []
         transient = 0
+        # One plain prompt of a few words, whatever the shape (a shared prefix or a session is the window's).
+        single = replace(workload, turns=1, prefix_len=0, trace=None, duration_s=None)
         for _ in range(PROBE_TRIES):
-            rec = await self._watched(self.one(session, workload, prompt, 4))
+            rec = await self._watched(self.one(session, single, prompt, 4))
             if rec is None:  # a server that answers nothing at all (hung before the load) is a stall, not a wait
                 return
             if rec.success:
                 if workload.protocol == "chat" and not self.shape.template_tokens:
-                    # What the template added to the words sent: later prompts send that many words fewer.
-                    self.shape.template_tokens = max(0, rec.prompt_len - len(prompt))
+                    await self._calibrate(session, single, prompt, rec.prompt_len)
                 return
             tried.append(f"{self.shape.describe()}: {rec.error}")
             err = rec.error.lower()

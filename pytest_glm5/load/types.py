@@ -166,6 +166,9 @@ class RequestShape:
     ignore_eos: bool = True
     done_marker: bool | None = None  # seen `data: [DONE]` (None: not known yet)
     template_tokens: int = 0  # chat: tokens the server's template adds to the words sent (learned by the probe)
+    # chat: tokens the server's tokenizer makes of one word the client sends (learned by the probe: a byte-level BPE
+    # makes ~3 of "w123"); a prompt of n tokens goes as n / this many words
+    tokens_per_word: float = 1.0
 
     @property
     def exact_lengths(self) -> bool:
