@@ -9,11 +9,11 @@ import json
 import resource
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from .judge.bisect import bisect, most_steps
+from .judge.bisect import Search, bisect, most_steps
 from .judge.slo import Attainment, Slo, attainment, needed, requests_of
 from .load import trace
 from .load.client import run_workload
@@ -23,6 +23,8 @@ from .metrics import RequestTiming
 if TYPE_CHECKING:
     from .report.outputs import Outputs
 from .settings import parse_alpha, parse_duration, parse_effect, parse_fraction, parse_ratio, parse_url
+
+T = TypeVar("T")
 
 TABLE_COLUMNS = (
     ("conc", "concurrency", "{:.0f}"),
@@ -193,19 +195,18 @@ def _ratio(text: str) -> float:
 
 def cmd_bench(ns: argparse.Namespace) -> int:
     """Run `glm5 bench`; one-line errors, non-zero exit on failure."""
-    rows: list[tuple[int, Measured]] = []
-    try:
+    def measure_all() -> list[tuple[int, Measured]]:
         raise_open_files_limit(max(ns.concurrency))
         measure, by = _client(ns)
+        rows = []
         for wl in _workloads(ns):
             print(f"glm5 bench: {wl.label()}, {wl.num_prompts} prompts against {ns.url}{by} ...", file=sys.stderr)
             rows.append((wl.concurrency, measure(wl)))
-    except (BenchError, ValueError) as exc:
-        print(f"glm5 bench: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("glm5 bench: interrupted", file=sys.stderr)
-        return 130
+        return rows
+
+    rows, code = _guarded("bench", measure_all)
+    if rows is None:
+        return code
     print(format_table([(limit, m.metrics) for limit, m in rows]))
     for limit, m in rows:
         for err in m.errors:
@@ -221,42 +222,53 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 
 def cmd_capacity(ns: argparse.Namespace) -> int:
     """Run `glm5 capacity`: the price, each point's attainment, then the bracket; exit 0 once it is found."""
-    try:
-        if len(ns.concurrency) != 2:
-            raise ValueError(f"--concurrency takes the bracket LOW,HIGH, got {len(ns.concurrency)} values")
-        if ns.client != "glm5":
-            raise ValueError("capacity judges each request against the SLO: --client glm5 keeps them")
-        slo = Slo(ns.ttft_ms, ns.tpot_ms, ns.e2e_ms, ns.target)
-        low, high = ns.concurrency
-        if low >= high:
-            raise ValueError(f"--concurrency LOW,HIGH: the lower first (LOW within the SLO), got {low},{high}")
-        resolution = ns.resolution or max(1, low // 8)
-        most = most_steps(low, high, resolution)
-        turns = int(ns.turns)
-        prompts = ns.num_prompts or -(-max(needed(slo.target), 2 * high) // turns) * turns
-        print(f"glm5 capacity: [{low}, {high}] to {resolution} wide within {slo.describe()}: at most {most} points of "
-              f"{prompts} requests ({most * prompts * ns.output_len:,} output tokens); {low} taken as within it and "
-              f"{high} as not (the ladder's bracket)", file=sys.stderr)
-        raise_open_files_limit(high)
-        measure, by = _client(ns)
-        base = _workloads(argparse.Namespace(**{**vars(ns), "concurrency": [low], "num_prompts": prompts}))[0]
-
-        def point(c: int) -> Attainment:
-            wl = replace(base, concurrency=c, warmup=c if ns.warmup is None else ns.warmup)
-            print(f"glm5 capacity: {wl.label()}, {wl.num_prompts} prompts against {ns.url}{by} ...", file=sys.stderr)
-            got = attainment(slo, requests_of(measure(wl).timings))
-            print(f"  c{c}: {got.line()}", file=sys.stderr)
-            return got
-
-        found = bisect(low, high, resolution, point)
-    except (BenchError, ValueError) as exc:
-        print(f"glm5 capacity: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("glm5 capacity: interrupted", file=sys.stderr)
-        return 130
+    found, code = _guarded("capacity", lambda: _search(ns))
+    if found is None:
+        return code
     print(found.line())
     return 1 if found.stopped else 0
+
+
+def _search(ns: argparse.Namespace) -> Search:
+    """glm5 capacity's bisection, its price said first; ValueError for a bracket or an SLO it cannot search."""
+    if len(ns.concurrency) != 2:
+        raise ValueError(f"--concurrency takes the bracket LOW,HIGH, got {len(ns.concurrency)} values")
+    if ns.client != "glm5":
+        raise ValueError("capacity judges each request against the SLO: --client glm5 keeps them")
+    slo = Slo(ns.ttft_ms, ns.tpot_ms, ns.e2e_ms, ns.target)
+    low, high = ns.concurrency
+    if low >= high:
+        raise ValueError(f"--concurrency LOW,HIGH: the lower first (LOW within the SLO), got {low},{high}")
+    resolution = ns.resolution or max(1, low // 8)
+    most = most_steps(low, high, resolution)
+    prompts = ns.num_prompts or _whole_sessions(max(needed(slo.target), 2 * high), ns.turns)
+    print(f"glm5 capacity: [{low}, {high}] to {resolution} wide within {slo.describe()}: at most {most} points of "
+          f"{prompts} requests ({most * prompts * ns.output_len:,} output tokens); {low} taken as within it and "
+          f"{high} as not (the ladder's bracket)", file=sys.stderr)
+    raise_open_files_limit(high)
+    measure, by = _client(ns)
+
+    def point(c: int) -> Attainment:
+        wl = _workload(ns, c, prompts)
+        print(f"glm5 capacity: {wl.label()}, {wl.num_prompts} prompts against {ns.url}{by} ...", file=sys.stderr)
+        got = attainment(slo, requests_of(measure(wl).timings))
+        print(f"  c{c}: {got.line()}", file=sys.stderr)
+        return got
+
+    return bisect(low, high, resolution, point)
+
+
+def _guarded(cmd: str, run: Callable[[], T]) -> tuple[T | None, int]:
+    """(what `run` returned, 0), or (None, the exit status) after one line: 2 for bad input or a measurement that
+    cannot go on, 130 for Ctrl-C."""
+    try:
+        return run(), 0
+    except (BenchError, ValueError) as exc:
+        print(f"glm5 {cmd}: error: {exc}", file=sys.stderr)
+        return None, 2
+    except KeyboardInterrupt:
+        print(f"glm5 {cmd}: interrupted", file=sys.stderr)
+        return None, 130
 
 
 @dataclass(frozen=True)
@@ -291,18 +303,23 @@ def _client(ns: argparse.Namespace) -> tuple[Callable[[Workload], Measured], str
 
 def _workloads(ns: argparse.Namespace) -> list[Workload]:
     rows = len(trace.load(ns.trace)) if ns.trace and not ns.num_prompts else 0
-    turns = int(ns.turns)
-
-    def waves(c: int) -> int:  # four waves, at least eight requests, in whole sessions
-        return -(-max(8, 4 * c) // turns) * turns
-
-    return [Workload(concurrency=c, num_prompts=ns.num_prompts or rows or waves(c), input_len=ns.input_len,
-                     output_len=ns.output_len, protocol=ns.protocol, warmup=c if ns.warmup is None else ns.warmup,
-                     seed=ns.seed, range_ratio=ns.range_ratio, sampling=ns.sampling,
-                     thinking=None if ns.thinking is None else ns.thinking == "on", request_rate=ns.request_rate,
-                     arrival=ns.arrival, burstiness=ns.burstiness, trace=ns.trace, duration_s=ns.duration,
-                     turns=ns.turns)
+    # Four waves, at least eight requests, in whole sessions; a trace's rows where it gives none.
+    return [_workload(ns, c, ns.num_prompts or rows or _whole_sessions(max(8, 4 * c), ns.turns))
             for c in ns.concurrency]
+
+
+def _workload(ns: argparse.Namespace, concurrency: int, num_prompts: int) -> Workload:
+    return Workload(concurrency=concurrency, num_prompts=num_prompts, input_len=ns.input_len,
+                    output_len=ns.output_len, protocol=ns.protocol,
+                    warmup=concurrency if ns.warmup is None else ns.warmup, seed=ns.seed, range_ratio=ns.range_ratio,
+                    sampling=ns.sampling, thinking=None if ns.thinking is None else ns.thinking == "on",
+                    request_rate=ns.request_rate, arrival=ns.arrival, burstiness=ns.burstiness, trace=ns.trace,
+                    duration_s=ns.duration, turns=ns.turns)
+
+
+def _whole_sessions(requests: int, turns: int) -> int:
+    """`requests` rounded up to whole sessions of `turns` turns."""
+    return -(-requests // turns) * turns
 
 
 def _checked(parse: Callable[[str], float]) -> Callable[[str], float]:

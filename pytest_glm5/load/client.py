@@ -56,6 +56,8 @@ def make_prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) 
     lengths under range_ratio < 1), drawn as `workload.sampling` says; under a shared prefix, each opens with its
     group's prefix (drawn with `nonce`, so another run's cache holds none of them)."""
     rng = random.Random(workload.seed * 1_000_003 + salt + nonce * 7_777_777)
+    if workload.turns > 1:
+        return _sessions(workload, count, rng)
     lo, hi = workload.token_low, workload.token_high
     lens = lengths(workload.input_len, workload.range_ratio, count, rng)
     if workload.sampling == "random-ids":
@@ -64,8 +66,6 @@ def make_prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) 
         out = [[lo + (offsets[i] + i + j) % span for j in range(lens[i])] for i in range(count)]
     else:
         out = [[rng.randrange(lo, hi) for _ in range(n)] for n in lens]
-    if workload.turns > 1:
-        return _sessions(workload, count, rng)
     if workload.prefix_len:
         # Each group's prefix, then the prompt's own tokens drawn one by one (bench_serving's generated-shared-prefix
         # draws them so): a run of consecutive ids would repeat another prompt's whole suffix at one start id in
