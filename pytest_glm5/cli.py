@@ -22,7 +22,15 @@ from .metrics import RequestTiming
 
 if TYPE_CHECKING:
     from .report.outputs import Outputs
-from .settings import parse_alpha, parse_duration, parse_effect, parse_fraction, parse_ratio, parse_url
+from .settings import (
+    parse_alpha,
+    parse_duration,
+    parse_effect,
+    parse_fraction,
+    parse_ratio,
+    parse_target,
+    parse_url,
+)
 
 T = TypeVar("T")
 
@@ -128,7 +136,8 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--ttft-ms", type=_positive_float, default=None, help="SLO: time to first token, ms")
     p.add_argument("--tpot-ms", type=_positive_float, default=None, help="SLO: time per output token, ms")
     p.add_argument("--e2e-ms", type=_positive_float, default=None, help="SLO: request latency, ms")
-    p.add_argument("--target", type=_ratio, default=0.95, help="SLO: the share of requests within it (default 0.95)")
+    p.add_argument("--target", type=_checked(parse_target), default=0.95,
+                   help="SLO: the share of requests within it (default 0.95)")
     _workload_args(p)
 
 

@@ -130,6 +130,11 @@ def parse_fraction(value: str) -> float:
     return _number_in(value, lambda x: 0 <= x < 1, "must be a fraction in [0, 1), e.g. 0.02")
 
 
+def parse_target(value: str) -> float:
+    """An SLO's target: the share of requests within it, strictly between 0 and 1; ValueError saying so."""
+    return _number_in(value, lambda x: 0 < x < 1, "must be a share strictly between 0 and 1, e.g. 0.95 for 95%")
+
+
 def parse_ratio(value: str) -> float:
     """A number in [0, 1] (bench_serving's range ratio: 1 = fixed lengths); ValueError saying so."""
     return _number_in(value, lambda x: 0 <= x <= 1, "must be a number in [0, 1] (1 = fixed lengths)")

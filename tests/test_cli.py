@@ -110,6 +110,8 @@ def test_glm5_capacity_refuses_what_it_cannot_search() -> None:
                        (["--concurrency", "8,64"], "an SLO needs at least one limit"),
                        (["--concurrency", "64,8", "--ttft-ms", "5"], "the lower first"),
                        (["--concurrency", "8,64", "--ttft-ms", "5", "--client", "bench_serving"],
-                        "--client glm5 keeps them")):
+                        "--client glm5 keeps them"),
+                       (["--concurrency", "8,64", "--ttft-ms", "5", "--target", "1"],
+                        "argument --target: '1' must be a share strictly between 0 and 1, e.g. 0.95 for 95%")):
         p = glm5("capacity", "--url", "http://127.0.0.1:9", *args)
         assert p.returncode == 2 and says in p.stderr, p.stderr
