@@ -280,6 +280,23 @@ def test_emulator_lag_is_its_own_verdict(tmp_path: Path) -> None:
     assert Bound("output_throughput", "floor", 1.0, 0.03, launches=(1.0,)).provisional
 
 
+def test_an_emulator_behind_its_model_judges_no_slo_attainment_either(tmp_path: Path) -> None:
+    # The requests' TTFT and TPOT carry the host's delay: an attainment missed there is the host's, like a throughput.
+    from pytest_glm5.judge.gate import PerfGate
+    from pytest_glm5.judge.provenance import Provenance
+
+    (tmp_path / "hw").mkdir()
+    (tmp_path / "hw" / "m.toml").write_text("[t.c16.slo_attainment]\nfloor = 1.0\ntolerance = 0.05\n"
+                                            "tolerance_why = 'hand-set'\n")
+    prov = Provenance("hw", "/models/m", "c0", "sim", "h")
+    gate = PerfGate(tmp_path)
+    path, store = gate.store("hw", "/models/m")
+    for behind, verdict in ((None, "regression"), ("the emulator fell behind its own model", "emulator-bound")):
+        [v] = gate._judge("t", "c16", {"slo_attainment": [0.5]}, ["l1"], [""], store, path, prov, gate.look(1),
+                          behind).verdicts
+        assert v.verdict == verdict, (behind, v.line())
+
+
 def test_one_launch_of_a_config_does_not_confirm_a_drop_against_its_reference() -> None:
     from pytest_glm5.judge.decide import Look, against_config
 

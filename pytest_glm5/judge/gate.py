@@ -368,6 +368,9 @@ class PerfGate:
                 # A share of requests: its exact binomial bounds judge it against its floor (_slo_rule), in an A/B
                 # run too, never a t-test on the logs of launches (a launch with no request within the SLO has none).
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
+                if bound is not None and behind is not None and v.verdict in JUDGED:
+                    # The requests' TTFT and TPOT carry the host's delay when the emulator fell behind its model.
+                    v.verdict, v.note = Kind.EMULATOR_BOUND, behind
             elif ab and any(arms):
                 # By the arm (the position in the ABBA block), not the build's name: an A/A run (base,base) has one
                 # name in both arms, and keyed by it each arm was the pooled launches, compared with themselves.
