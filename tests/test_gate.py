@@ -157,7 +157,8 @@ def test_a_launch_measures_every_scenario_of_its_config(pytester: pytest.Pyteste
     said_lines(rec, ["glm5: t: round 2 (planned): a new launch measures c1, c2",
                      "glm5: t: round 3 (planned): a new launch measures c1, c2"])
     runs = {r["scenario"]: {x["launch"] for x in r["runs"]} for r in report(pytester, "rec.json")["results"]}
-    assert len(runs["c1"]) >= 3 and runs["c1"] == runs["c2"]  # the same launches measured both
+    # The 3 planned launches measured both; a round a busy machine adds goes to the series still unresolved alone.
+    assert len(runs["c1"] & runs["c2"]) >= 3, runs
     # The tiny profile has no launch-to-launch noise: one launch resolves every series.
     quiet = pytester.runpytest("--glm5-report", "report.json")
     assert quiet.ret == 0, quiet.stdout.str()
