@@ -46,6 +46,6 @@ for arg in "$@"; do
   case "$arg" in -m|-k|-m*|-k*|tests/*) exec "$VENV/bin/python" -m pytest tests "$@" ;; esac
 done
 # The whole suite: two xdist workers (most tests wait on emulator and engine processes, so two cores do twice the
-# work), then the `solo` tests alone (timing ratios, pytest-benchmark), which another worker beside them would skew.
+# work), then the `solo` tests alone (timing ratios, which another worker beside them would skew).
 "$VENV/bin/python" -m pytest tests -n 2 -m "not solo" "$@"
 exec "$VENV/bin/python" -m pytest tests -m solo "$@"

@@ -128,10 +128,18 @@ def test_patch_gate_ab_step_runs_as_written(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.solo  # it reinstalls the project into the venv the other workers import it from
-def test_nightly_sh_fails_a_gpu_box_that_measured_nothing_and_passes_a_machine_without_gpus() -> None:
+def test_nightly_sh_fails_a_gpu_box_that_measured_nothing_and_passes_a_machine_without_gpus(tmp_path: Path) -> None:
     # A broken driver after an update made every night green with nothing measured (exit 0, "89 skipped").
-    venv = Path(sys.executable).parent.parent
+    # The venv is this one's python behind a venv of its own, stamped as nightly.sh stamps an install of this
+    # checkout: a reinstall into the venv the other workers import from would pull the project from under them.
+    import hashlib
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    (venv / ".glm5-installed").write_text(f"{hashlib.sha256((ROOT / 'pyproject.toml').read_bytes()).hexdigest()} "
+                                          f"{ROOT}\n")
     subset = ["-k", "tp8 and single and not trtllm and not cutedsl and not decode4", "-p", "no:cacheprovider",
               "-p", "no:randomly"]
     env = {**os.environ, "GLM5_VENV": str(venv), "GLM5_NVML_MODULE": "no_such_nvml_module"}
@@ -139,6 +147,8 @@ def test_nightly_sh_fails_a_gpu_box_that_measured_nothing_and_passes_a_machine_w
     box = subprocess.run(["bash", "scripts/nightly.sh", *subset], cwd=ROOT, env={**env, "GLM5_EXPECT_GPUS": "1"},
                          capture_output=True, text=True, timeout=600)
     assert box.returncode == 1, box.stdout[-3000:] + box.stderr[-2000:]
+    assert f"nightly.sh: {venv} holds this checkout's install (pyproject.toml unchanged since): not reinstalled" \
+        in box.stdout
     assert "this box has NVIDIA GPUs: a run that measures nothing fails" in box.stdout
     assert "FAILED: nothing measured: all " in box.stdout and "found no NVML" in box.stdout
     laptop = subprocess.run(["bash", "scripts/nightly.sh", *subset], cwd=ROOT,

@@ -237,8 +237,11 @@ def test_cpu(benchmark):
 
 
 @pytest.mark.slow
-@pytest.mark.solo
-def test_pytest_benchmark_counts_perf_tests_as_benchmarks(pytester: pytest.Pytester) -> None:
+def test_pytest_benchmark_counts_perf_tests_as_benchmarks(pytester: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytest-benchmark turns itself off in an xdist worker (it reads PYTEST_XDIST_WORKER); the sessions here are not
+    # workers, and nothing here is timed.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     write_configs(pytester, "[config.t]\nflags = {}\n")
     pytester.makepyfile(test_glm5_points=POINTS, test_cpu_bench=BENCH)
     only = pytester.runpytest("--benchmark-only", "-rs")
