@@ -16,8 +16,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as sps
-
+# scipy.stats is imported in the functions that use it: it costs about 0.45 s, which a collection, a plan, a
+# usage error or `glm5 --help` never needs.
 DEFAULT_ALPHA = 0.01  # per series: Pinpoint's low threshold
 DEFAULT_EFFECT = 0.05  # the smallest change the gate must find: a SAME answer rules out at least this much
 
@@ -97,6 +97,7 @@ def _parts(new: Sequence[float], ref: Sequence[float],
 
 
 def _interval(c: Comparison, confidence: float) -> tuple[float, float]:
+    from scipy import stats as sps
     d = math.log1p(c.change)
     df = c.df
     if df <= 0 or c.cv == 0:
@@ -112,6 +113,7 @@ def compare(new: Sequence[float], ref: Sequence[float], higher_is_better: bool,
     `prior`: other launch groups of the same variance (recorded references) that add to the spread's estimate.
 
     With one launch per side and no prior there is no spread to test with: p is nan and the caller says so."""
+    from scipy import stats as sps
     if not new or not ref:
         raise ValueError("need at least one launch on each side")
     d, se, df = _parts(new, ref, prior)
@@ -143,6 +145,7 @@ def spent(alpha: float, look: int, looks: int, early: bool = False) -> float:
     `early`: Lan-DeMets Pocock-type spending, alpha ln(1 + (e - 1) t), for looks that are nights: a drop should be
     confirmed on its second or third night, not its fifth (look 2 of 5 gets 0.0023 of 0.01, O'Brien-Fleming's
     4.6e-05); scripts/simulate_nights.py measured both."""
+    from scipy import stats as sps
     if not 1 <= look <= looks:
         raise ValueError(f"look {look} is outside 1..{looks}")
     z = float(sps.norm.ppf(1 - alpha / 2))
@@ -159,6 +162,7 @@ def spent(alpha: float, look: int, looks: int, early: bool = False) -> float:
 def launches_needed(cv: float, effect: float, alpha: float, n_ref: int | None, power: float = 0.95) -> int | None:
     """New launches that find a drop of `effect` with `power` at this CV: against `n_ref` reference launches, or
     per arm of an A/B when n_ref is None. None: a reference this small cannot get there; record more launches."""
+    from scipy import stats as sps
     if cv <= 0:
         return 1
     z = float(sps.norm.ppf(1 - alpha) + sps.norm.ppf(power))
@@ -174,6 +178,7 @@ def launches_needed(cv: float, effect: float, alpha: float, n_ref: int | None, p
 def detectable_drop(cv: float, n_new: int, alpha: float, n_ref: int | None, power: float = 0.95) -> float:
     """The smallest drop (a fraction) that n_new launches find with `power` at this CV: the inverse of
     launches_needed, what a run could see with the launches it had."""
+    from scipy import stats as sps
     z = float(sps.norm.ppf(1 - alpha) + sps.norm.ppf(power))
     se = cv * math.sqrt(2 / max(n_new, 1)) if n_ref is None else cv * math.sqrt(1 / max(n_new, 1) + 1 / n_ref)
     return math.expm1(z * se)
@@ -182,6 +187,7 @@ def detectable_drop(cv: float, n_new: int, alpha: float, n_ref: int | None, powe
 def order_ci(values: Sequence[float], q: float, confidence: float = 0.95) -> tuple[float, float] | None:
     """A distribution-free CI of the q-quantile from order statistics (the ranks a Binomial(n, q) count falls
     between with `confidence`); None when n is too small for any."""
+    from scipy import stats as sps
     xs = sorted(values)
     n = len(xs)
     if n < 2:
@@ -231,6 +237,7 @@ def cv_upper(cv: float, n: int, confidence: float = SPREAD_CONFIDENCE) -> float:
     """The one-sided upper confidence bound of a spread estimated from `n` values (chi-square on n - 1 degrees of
     freedom): two launches that happen to agree say little (on the H200 two launches at 35.0 and 34.0 tok/s read CV
     2%, while 11 more of the same build in the same hour spread 13%)."""
+    from scipy import stats as sps
     if n < 2:
         return float("inf")
     return cv * math.sqrt((n - 1) / float(sps.chi2.ppf(1 - confidence, n - 1)))

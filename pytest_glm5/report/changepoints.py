@@ -14,8 +14,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats
-
+# scipy.stats is imported in the functions that use it: it costs about 0.45 s, which a collection, a plan, a
+# usage error or `glm5 --help` never needs.
 WINDOW = 50
 MAX_PVALUE = 1e-4
 MIN_RUN = 3  # nights on each side of a change point: a single bad night is not a new level
@@ -44,6 +44,7 @@ class Step:
 
 
 def _step(values: Sequence[float], start: int, index: int, stop: int, p: float) -> Step:
+    from scipy import stats
     left = [math.log(x) for x in values[start:index]]
     right = [math.log(x) for x in values[index:stop]]
     ml, mr = sum(left) / len(left), sum(right) / len(right)
@@ -83,6 +84,7 @@ def find(values: Sequence[float], window: int = WINDOW, max_pvalue: float = MAX_
 
 def trend(values: Sequence[float], last: int = 14) -> float | None:
     """The recent drift: relative change per run over the last `last` runs (log-linear fit); None under 3 runs."""
+    from scipy import stats
     tail = [math.log(x) for x in values[-last:]]
     if len(tail) < 3:
         return None
