@@ -10,8 +10,13 @@ from typing import Any
 
 import psutil
 import pytest
+import scipy.stats  # noqa: F401  (see below)
 
 from simproc import Sim, start_sim
+
+# The plugin imports scipy.stats only when it first judges; a pytester session run in-process drops the modules it
+# imported when it ends, and numpy cannot be imported twice in one process (the next session's import raised
+# "_CopyMode.IF_NEEDED is neither True nor False"). Imported here, it outlives every session.
 
 
 @pytest.fixture
