@@ -32,6 +32,9 @@ from .process import (
 from .records import KEPT, LAUNCHED, RecordStore, Tables, owner
 
 GPU_RELEASE_TIMEOUT_S = 120.0  # a stopped server's GPU memory is back within seconds; past this it is said
+# A hung server's stack is dumped already and its loop answers nothing, a SIGTERM included (the emulator's hang held
+# on to it for the whole 5 s the pool used to wait): a moment for a process that does go, then SIGKILL.
+HUNG_STOP_S = 1.0
 
 
 @dataclass
@@ -280,7 +283,7 @@ class ServerPool:
         name = handle.config.name
         handle.record.crash = f"hung: {reason}"
         if handle.record.how != "external":
-            stop(handle, timeout=5.0)
+            stop(handle, timeout=HUNG_STOP_S)
             self._forget_launched(handle.record)
         self._release_lease(self.lease)
         self.lease = None
