@@ -159,10 +159,13 @@ def test_a_launch_measures_every_scenario_of_its_config(pytester: pytest.Pyteste
     runs = {r["scenario"]: {x["launch"] for x in r["runs"]} for r in report(pytester, "rec.json")["results"]}
     # The 3 planned launches measured both; a round a busy machine adds goes to the series still unresolved alone.
     assert len(runs["c1"] & runs["c2"]) >= 3, runs
-    # The tiny profile has no launch-to-launch noise: one launch resolves every series.
+    # The tiny profile has no launch-to-launch noise: one launch resolves every series on a quiet machine, and the
+    # config is launched once. A busy one may leave a series open: a round then measures only what is open.
     quiet = pytester.runpytest("--glm5-report", "report.json")
     assert quiet.ret == 0, quiet.stdout.str()
-    assert _launches(pytester) == {"t": 1}
+    rounds = [ln for ln in quiet.stdout.lines if re.match(r"glm5: t: round \d+ ", ln)]
+    assert _launches(pytester) == {"t": 1 + len(rounds)}, quiet.stdout.str()
+    assert all("unresolved" in ln for ln in rounds), rounds
     assert [v["verdict"] for v in report(pytester)["verdicts"]] == ["pass", "pass"]
     said_lines(quiet, ["2 series: 2 decided (2 pass); any false alarm among them held to 0.01*"])
 
