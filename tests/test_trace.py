@@ -17,6 +17,25 @@ from simproc import Sim
 SAMPLE = Path(trace.__file__).parent / "traces" / "mooncake-sample.jsonl"
 
 
+def test_a_bound_on_a_trace_is_keyed_by_its_content_not_where_the_checkout_lives(tmp_path: Path) -> None:
+    # The rehearsal's trace cell read "workload changed" from any checkout but the one that recorded it: the bound's
+    # workload held the trace's absolute path.
+    from pytest_glm5.judge.gate import workload_of
+    from pytest_glm5.judge.verdicts import describe_workload, workload_differs
+
+    other = tmp_path / "elsewhere" / SAMPLE.name
+    other.parent.mkdir()
+    other.write_bytes(SAMPLE.read_bytes())
+    here, there = (workload_of(Workload(concurrency=8, num_prompts=40, trace=str(p), request_rate=40.0))
+                   for p in (SAMPLE, other))
+    assert here == there and not workload_differs(here, there)
+    assert str(here["trace"]).startswith("mooncake-sample.jsonl@") and "trace mooncake-sample.jsonl@" in \
+        describe_workload(here)
+    other.write_text(SAMPLE.read_text().replace('"output_length": ', '"output_length": 1', 1))
+    changed = workload_of(Workload(concurrency=8, num_prompts=40, trace=str(other), request_rate=40.0))
+    assert workload_differs(here, changed) and describe_workload(here) != describe_workload(changed)
+
+
 @pytest.mark.parametrize(("line", "said"), [
     ("{not json", "trace:1: not JSON"),
     ("[1, 2]", "trace:1: a row is a JSON object"),

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..configs import ServerConfig
 from ..energy import merged_power, power_change
-from ..load.types import BenchResult, Workload
+from ..load.types import BenchResult, Workload, trace_identity
 from ..metrics import (
     cdf_points,
     geometric_mean,
@@ -178,8 +178,11 @@ def check_stores(root: Path, wanted: dict[str, tuple[str, str]],
 def workload_of(workload: Workload) -> dict[str, object]:
     """The part of a Workload that a bound depends on (a key at its unset value, as thinking outside chat, is left
     out: recorded workloads and carried samples stay as they were, and a TOML file has no null)."""
-    return {k: getattr(workload, k) for k in WORKLOAD_KEYS
-            if k not in WORKLOAD_UNSET or getattr(workload, k) != WORKLOAD_UNSET[k]}
+    out = {k: getattr(workload, k) for k in WORKLOAD_KEYS
+           if k not in WORKLOAD_UNSET or getattr(workload, k) != WORKLOAD_UNSET[k]}
+    if workload.trace:
+        out["trace"] = trace_identity(workload.trace)
+    return out
 
 
 @dataclass

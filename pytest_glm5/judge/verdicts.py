@@ -233,6 +233,12 @@ def describe_workload(workload: dict[str, Any] | None) -> str:
         think += f", open loop {workload['request_rate']:g} req/s {workload.get('arrival', 'poisson')}"
     if workload.get("prefix_len"):
         think += f", {workload['prefix_len']}-token prefix in {workload.get('prefix_groups', 1)} groups"
+    if workload.get("trace"):
+        think += f", trace {workload['trace']}"
+    if workload.get("turns", 1) != 1:
+        think += f", {workload['turns']} turns"
+    if workload.get("duration_s"):
+        think += f", {workload['duration_s']:g} s"
     return (f"c{workload.get('concurrency', '?')} {workload.get('input_len', '?')}/{workload.get('output_len', '?')} "
             f"{workload.get('protocol', '?')}{think}{spread}, {sampling} ids")
 

@@ -4,7 +4,9 @@ with. No HTTP client is imported here: the judge and the reports read these type
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..metrics import RequestTiming, percentile
@@ -261,3 +263,15 @@ class BenchResult:
         if details:
             out["records"] = [asdict(r) for r in self.records]
         return out
+
+
+def trace_identity(path: str | Path) -> str:
+    """What a bound measured on a trace is keyed by: its file name and content, never where the checkout lives
+    (`mooncake-sample.jsonl@2febf50403c7`; the name alone when the file cannot be read). A baseline keyed by the
+    absolute path read "workload changed" on every other checkout, the box's included."""
+    p = Path(path)
+    try:
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()[:12]
+    except OSError:
+        return p.name
+    return f"{p.name}@{digest}"
