@@ -209,7 +209,8 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         measure, by = _client(ns)
         rows = []
         for wl in _workloads(ns):
-            print(f"glm5 bench: {wl.label()}, {wl.num_prompts} prompts against {ns.url}{by} ...", file=sys.stderr)
+            print(f"glm5 bench: {wl.label()}, {wl.num_prompts} prompts{_replay(wl)} against {ns.url}{by} ...",
+                  file=sys.stderr)
             rows.append((wl.concurrency, measure(wl)))
         return rows
 
@@ -308,6 +309,14 @@ def _client(ns: argparse.Namespace) -> tuple[Callable[[Workload], Measured], str
         return Measured(record["metrics"], record["errors"], record)
 
     return theirs, f" by {source.described}"
+
+
+def _replay(wl: Workload) -> str:
+    """`, sent over 41 s` for a trace (TraceError, a ValueError, for one that would replay for hours)."""
+    if wl.trace is None:
+        return ""
+    span = trace.replay_s(trace.load(wl.trace)[:wl.num_prompts], wl.request_rate, wl.duration_s)
+    return f", sent over {span:.0f} s"
 
 
 def _workloads(ns: argparse.Namespace) -> list[Workload]:
@@ -444,6 +453,7 @@ def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float
     from .judge.merge import MergeError, coverage, decided, join, update
     from .judge.verdicts import ReportError, read_report, run_document
     from .report import gateitems
+    from .report.history import run_ids
     from .report.outcome import Facts, decide
     from .report.outputs import write_all
     from .report.terminal import campaign_lines, summary_lines, verdict_table
@@ -465,7 +475,7 @@ def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float
     changes, errors = update(baselines, view.verdicts, update_mode) if update_mode else ([], [])
     first = docs[0].get("run") or {} if docs else {}
     run = {**first, "time": first.get("time") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-           "merged_from": names}
+           "merged_from": names, "run_ids": [i for d in docs for i in run_ids(d.get("run") or {})]}
     run.pop("shard", None)
     doc = run_document(view.servers, view.verdicts, changes, view.results, view.versus, view.statistics, run,
                        view.problems, view.known_issues, view.events)

@@ -26,7 +26,7 @@ from .judge.schedule import for_suite
 from .judge.verdicts import Change, Kind, Verdict, run_document
 from .perf import PerfContext, rounds
 from .report import exports, gateitems
-from .report.history import for_run
+from .report.history import Reader
 from .report.outcome import Facts, Outcome, Tally, decide, nothing_measured
 from .report.outputs import Outputs, Written, write_all
 from .report.terminal import Summary, TerminalProgress
@@ -94,7 +94,7 @@ class Glm5Session:
         self.args = list(args)
         self.worker = worker  # the xdist worker id, None on the controller or alone
         self.environ = dict(os.environ if environ is None else environ)
-        self.started = dt.datetime.now(dt.UTC)
+        self.started, self.run_id = dt.datetime.now(dt.UTC), os.urandom(8).hex()  # keeps a night once in a history
         try:  # a question file that cannot be read stops the run now, as an output that cannot be written
             self.outputs = Outputs.from_settings(settings, self.environ)
             self.answering = Answering.from_settings(settings)
@@ -117,6 +117,8 @@ class Glm5Session:
         self.errors: list[str] = []
         self.regressed: list[Verdict] = []  # the gate's failed items: confirmed regressions and provisional ones
         self.night = Night.from_settings(settings)  # the plan, the budget and what launches cost here
+        self.history = Reader(Path(settings.history), lambda line: self.say(f"glm5: {line}", yellow=True)) \
+            if settings.history else None  # read by the schedule and the carried evidence; bad lines said once
         self.stores: dict[Path, BaselineStore] = {}  # baselines files read for the plan (as check_baselines read them)
         self.tally = Tally()  # which config tests ran: a night that measured nothing must not read green
         self.outcome: Outcome | None = None
@@ -251,9 +253,9 @@ class Glm5Session:
             self.tally.watch(self.tally.watched & {item.nodeid for item in kept_items})
         plan = self.night.make_plan([self.cost_of(name, len(ids)) for name, ids in groups.items()])
         said, s = [self.night.carries()], self.settings
-        if s.history and s.budget and plan.first_s > s.budget and not any(a.startswith("-k") for a in self.args):
+        if self.history and s.budget and plan.first_s > s.budget and not any(a.startswith("-k") for a in self.args):
             # More than a night: tonight's configs by the history's priorities (-k picks them by hand instead).
-            runs = for_run(Path(s.history), set(self._filed({n: configs[n] for n in groups}).values()))
+            runs = self.history.runs(set(self._filed({n: configs[n] for n in groups}).values()))
             tonight = for_suite(plan.costs, s.budget, runs, plan.planned, configs, dt.datetime.now(dt.UTC).date())
             out.skips |= self.night.tonight(tonight, groups)
             out.order = plain + [nodeid for name in tonight.order(list(groups)) for nodeid in groups[name]]
@@ -326,13 +328,11 @@ class Glm5Session:
         return self.pool
 
     def make_gate(self) -> PerfGate:
-        """The run's perf gate: verdicts and baselines stores."""
+        """The run's perf gate: verdicts, the baselines files the plan read, earlier nights' launches (carry.py)."""
         s = self.settings
         self.gate = PerfGate(s.baselines_root, strict=s.strict_baselines, statistics=Statistics.from_settings(s),
                              references=self.references(), require=s.require_baselines and not s.update_baselines,
-                             stores=self.stores,  # one parsed copy of each baselines file: the plan read them
-                             history=(lambda hw, model: for_run(Path(str(s.history)), [(hw, model)])) if s.history
-                             else None)  # earlier nights' launches carry into tonight's tests (judge/carry.py)
+                             stores=self.stores, history=self.history.of if self.history else None)
         return self.gate
 
     def make_context(self, pool: ServerPool, gate: PerfGate) -> PerfContext:
@@ -417,7 +417,7 @@ class Glm5Session:
         out: dict[str, Any] = {
             "time": self.started.isoformat(timespec="seconds"),
             "duration_s": (dt.datetime.now(dt.UTC) - self.started).total_seconds(),
-            "commit": git_commit(self.settings.rootdir), "build": self.settings.build_name,
+            "commit": git_commit(self.settings.rootdir), "build": self.settings.build_name, "run_id": self.run_id,
             "hardware": ", ".join(hardware), "args": self.args,
             # Launches are what a night on the real box is made of: each config's count and load times.
             "launches": {c: {"launches": len(t), "load_s": t}

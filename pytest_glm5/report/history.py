@@ -7,17 +7,24 @@ A line (`h/sim-glm5-sm120-x0.01/GLM-5-NVFP4.jsonl`):
      "series": [{"config": "tp8", "scenario": "single-stream", "metric": "output_throughput", "value": 1038.5,
                  "samples": [...], "launches": [...], "verdict": "pass"}, ...]}
 
-A line is written whole with one `write` of an O_APPEND file under the lock, so two runs appending at once
-never interleave, and a reader that meets a torn last line (a run killed mid-write, on a filesystem that allows
-it) skips it and says so.
+A line is written whole under the lock to an O_APPEND file, so two runs appending at once never interleave. A write
+is all or nothing: a short write (a full disk) is truncated back and raises, and a line starts on a new line when
+the file does not end in one (a run killed mid-write before this one), so one torn line never swallows the next
+night. Each line is checked for its shape when read: a line that is not JSON, or JSON of another shape, is skipped
+and named, and every reader that decides on the history (the schedule, the carried evidence, `glm5 history`) says
+so; a line dated after now counts as now and is named. Each line carries its run's id (a merged night carries its
+shards' ids), and a night already in the store is not appended again: a shard run with --glm5-history and
+`glm5 merge --history` into the same directory write it once.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import errno
 import json
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,11 +59,18 @@ def history_rows(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
         rec = out.setdefault((hardware, model), {
             "time": run.get("time"), "commit": prov.get("commit") or run.get("commit"),
             "build": prov.get("build") or run.get("build", ""), "hardware": hardware, "model": model,
+            **({"runs": ids} if (ids := run_ids(run)) else {}),
             # Every config launched tonight, measured or not (a known crash measures nothing): the schedule's
             # record of when each config last ran (judge/schedule.py).
             **({"launched": list(run["launched"])} if run.get("launched") else {}), "series": []})
         rec["series"].append(series_entry(v))
     return out
+
+
+def run_ids(run: dict[str, Any]) -> list[str]:
+    """The ids of the pytest runs a run document holds: its own, or a merge's shards'."""
+    ids = run.get("run_ids") or ([run["run_id"]] if run.get("run_id") else [])
+    return [str(i) for i in ids]
 
 
 def series_entry(v: dict[str, Any]) -> dict[str, Any]:
@@ -72,24 +86,64 @@ def series_entry(v: dict[str, Any]) -> dict[str, Any]:
             **({"restart": True} if (v.get("test") or {}).get("restart") else {})}
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte or raise: os.write may write part of them (a full disk, a signal)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, "no byte could be written")
+        view = view[n:]
+
+
+def _already(path: Path, ids: set[str]) -> set[str]:
+    """The configs the store already holds from any of these run ids (read under the lock)."""
+    if not ids or not path.exists():
+        return set()
+    return {str(s.get("config")) for run in load(path).runs if ids & set(run.get("runs") or [])
+            for s in run["series"]}
+
+
+def _append_line(fd: int, line: bytes) -> None:
+    """Append one line, on a line of its own, whole or not at all (the lock is held)."""
+    start = os.fstat(fd).st_size
+    if start:
+        os.lseek(fd, start - 1, os.SEEK_SET)
+        if os.read(fd, 1) != b"\n":
+            line = b"\n" + line  # an earlier writer was killed mid-line: that torn line stays alone
+    try:
+        _write_all(fd, line)
+        os.fsync(fd)
+    except OSError:
+        os.ftruncate(fd, start)  # no half line for the next night to be glued to
+        raise
+
+
 def append(root: Path, doc: dict[str, Any], lock_timeout: float = 60.0) -> list[Path]:
-    """Append this run to each store it measured; returns the stores written."""
+    """Append this run to each store it measured, once (a run id the store holds adds only configs it lacks);
+    returns the stores written. HistoryError names the store and why, and leaves it as it was."""
     written = []
     for (hardware, model), rec in history_rows(doc).items():
         path = store_path(root, hardware, model)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            line = (json.dumps(rec, separators=(",", ":"), default=str) + "\n").encode()
             with FileLock(str(path.parent / f".{path.name}.lock"), timeout=lock_timeout, mode=SHARED_MODE):
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, SHARED_MODE)  # the umask decides
+                held = _already(path, set(rec.get("runs") or []))
+                if held:
+                    rec = {**rec, "series": [s for s in rec["series"] if s["config"] not in held]}
+                    if "launched" in rec:
+                        rec["launched"] = [c for c in rec["launched"] if c not in held]
+                    if not rec["series"]:
+                        continue  # the night is in the store already (a shard wrote it, then the merge)
+                line = (json.dumps(rec, separators=(",", ":"), default=str) + "\n").encode()
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, SHARED_MODE)  # the umask decides
                 try:
-                    os.write(fd, line)
-                    os.fsync(fd)
+                    _append_line(fd, line)
                 finally:
                     os.close(fd)
         except OSError as exc:
-            raise HistoryError(f"cannot append to the history {path}: {exc.strerror or exc}; pass a writable "
-                               "--glm5-history DIR") from None
+            raise HistoryError(f"cannot append to the history {path}: {exc.strerror or exc}; the store is as it "
+                               "was; free space or pass a writable --glm5-history DIR") from None
         written.append(path)
     return written
 
@@ -103,10 +157,54 @@ class Store:
     skipped: list[str] = field(default_factory=list)
 
 
-def load(path: Path) -> Store:
-    """Read one store; a line that is not JSON is skipped and named (line number and why)."""
+_TEXT = ("config", "scenario", "metric")
+
+
+def _shape(rec: Any) -> str | None:
+    """Why a parsed line is not a glm5 history line (None: it is one). Every key a reader decides on is checked, so
+    a line of another shape is skipped here instead of crashing the schedule, the carry or `glm5 history`."""
+    if not isinstance(rec, dict):
+        return "not an object"
+    if not isinstance(rec.get("series"), list):
+        return "no series list"
+    if rec.get("time") is not None and not isinstance(rec["time"], str):
+        return f"time {rec['time']!r} is not text"
+    for key in ("launched", "runs"):
+        if key in rec and not (isinstance(rec[key], list) and all(isinstance(x, str) for x in rec[key])):
+            return f"{key} {rec[key]!r} is not a list of names"
+    for i, s in enumerate(rec["series"]):
+        if not isinstance(s, dict):
+            return f"series[{i}] is not an object"
+        if not all(isinstance(s.get(k), str) for k in _TEXT):
+            return f"series[{i}] lacks a config, scenario or metric name"
+        if isinstance(s.get("value"), bool) or not isinstance(s.get("value"), int | float | None):
+            return f"series[{i}] value {s.get('value')!r} is not a number"
+        for key in ("samples", "launches"):
+            got = s.get(key, [])
+            if not isinstance(got, list) or any(isinstance(x, bool) or not isinstance(x, int | float) for x in got):
+                return f"series[{i}] {key} {got!r} is not a list of numbers"
+        if "to_add" in s and (isinstance(s["to_add"], bool) or not isinstance(s["to_add"], int)):
+            return f"series[{i}] to_add {s['to_add']!r} is not a whole number"
+        for key in ("verdict", "build", "workload", "ref"):
+            if key in s and not isinstance(s[key], str):
+                return f"series[{i}] {key} {s[key]!r} is not text"
+    return None
+
+
+def _when(text: str) -> dt.datetime | None:
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
+def load(path: Path, now: dt.datetime | None = None) -> Store:
+    """Read one store; a line that is not JSON, or not of a history line's shape, is skipped and named (line number
+    and why); a line dated after `now` is read as dated now, and named (it would keep its configs 'judged today')."""
     runs: list[dict[str, Any]] = []
     skipped: list[str] = []
+    now = now or dt.datetime.now(dt.UTC)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -116,12 +214,17 @@ def load(path: Path) -> Store:
             continue
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            skipped.append(f"{path}:{n}: not a JSON line ({exc.msg}); skipped")
+        except (json.JSONDecodeError, RecursionError) as exc:
+            skipped.append(f"{path}:{n}: not a JSON line ({getattr(exc, 'msg', exc)}); skipped")
             continue
-        if not isinstance(rec, dict) or not isinstance(rec.get("series"), list):
-            skipped.append(f"{path}:{n}: not a glm5 history line (no series); skipped")
+        why = _shape(rec)
+        if why is not None:
+            skipped.append(f"{path}:{n}: not a glm5 history line ({why}); skipped")
             continue
+        when = _when(str(rec.get("time") or ""))
+        if when is not None and when > now:
+            skipped.append(f"{path}:{n}: dated {rec['time']}, after now: read as now")
+            rec["time"] = now.isoformat(timespec="seconds")
         runs.append(rec)
     return Store(path, runs, skipped)
 
@@ -204,11 +307,35 @@ def load_dir(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return runs, notes
 
 
-def for_run(root: Path, keys: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
-    """The runs of the stores of these (hardware, model) keys (missing stores: none)."""
-    runs: list[dict[str, Any]] = []
+def for_run(root: Path, keys: Iterable[tuple[str, str]]) -> Store:
+    """The runs of the stores of these (hardware, model) keys (missing stores: none), and the lines skipped."""
+    out = Store(root, [])
     for hardware, model in keys:
         path = store_path(root, hardware, model)
         if path.exists():
-            runs += load(path).runs
-    return runs
+            st = load(path)
+            out.runs += st.runs
+            out.skipped += st.skipped
+    return out
+
+
+class Reader:
+    """A history directory as one run reads it: each store's runs on demand, and each skipped or re-dated line
+    said once through `say` (the schedule and the carried evidence decide on what it returns)."""
+
+    def __init__(self, root: Path, say: Callable[[str], None]) -> None:
+        self.root, self.say = root, say
+        self._said: set[str] = set()
+
+    def runs(self, keys: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+        """The runs of these (hardware, model) stores, oldest first within each."""
+        st = for_run(self.root, keys)
+        for note in st.skipped:
+            if note not in self._said:
+                self._said.add(note)
+                self.say(f"history: {note}")
+        return st.runs
+
+    def of(self, hardware: str, model: str) -> list[dict[str, Any]]:
+        """The runs of one store (the gate's carried evidence)."""
+        return self.runs([(hardware, model)])

@@ -76,11 +76,13 @@ def write_all(doc: dict[str, Any], out: Outputs) -> Written:
     if out.history is not None:
         try:
             paths = append(out.history, doc)
-            w.lines.append(f"history: appended this run to {', '.join(str(p) for p in paths) or 'nothing (no series)'}")
+            w.lines.append(f"history: appended this run to {', '.join(str(p) for p in paths)}" if paths else
+                           "history: nothing appended (no series)" if not history_rows(doc) else
+                           f"history: this night is in {out.history} already (its run ids); nothing appended")
         except HistoryError as exc:
             w.errors.append(f"cannot write --glm5-history: {exc}")
         try:
-            runs = for_run(out.history, history_rows(doc).keys())
+            runs = for_run(out.history, history_rows(doc).keys()).runs
             w.analyses = analyse(series_of(runs))
         except (HistoryError, OSError) as exc:
             w.errors.append(f"cannot read --glm5-history back: {exc}")
