@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .names import is_key
+
 DEFAULT_CONFIGS = Path("suites") / "configs.toml"
 DEFAULT_BASELINES = Path("baselines")
 SIM_DEFAULT_MODEL = "/models/GLM-5-NVFP4"
@@ -91,13 +93,10 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-_HARDWARE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
-
-
 def parse_hardware(value: str) -> str:
     """A hardware key: one directory name under baselines/ (`8x-rtx-pro-6000-blackwell-sm120`); ValueError for a
     value that would make another path (`..`, `a/b`) or is no name (spaces, newlines)."""
-    if not _HARDWARE_RE.match(value) or ".." in value:
+    if not is_key(value):
         raise ValueError("is not a hardware key: use letters, digits and . _ + - (one directory name under "
                          "baselines/, e.g. 8x-rtx-pro-6000-blackwell-sm120)")
     return value

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import os
 import re
 import time
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
+
+from .names import key
 
 
 @dataclass(frozen=True)
@@ -126,9 +129,17 @@ def hardware_key(gpus: list[Gpu]) -> str:
     return f"{len(gpus)}x-{'+'.join(slug(n) for n in names)}-sm{cc}"
 
 
-def sim_hardware_key(profile: str, time_scale: float) -> str:
-    """`sim-glm5-sm120-x0.01`: emulator baselines never mix with real hardware or other time scales."""
-    return f"sim-{profile}-x{float(time_scale):g}"
+def sim_hardware_key(profile: str, time_scale: Any) -> str:
+    """`sim-glm5-sm120-x0.01`: emulator baselines never mix with real hardware or other time scales. ValueError for
+    a profile name that is no key (`../x`) or a time scale that is no number above 0: the key names directories."""
+    try:
+        scale = float(time_scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"the emulator's time scale {time_scale!r} is not a number") from None
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"the emulator's time scale {time_scale!r} is not a number above 0")
+    key(str(profile), "the emulator profile's name")
+    return key(f"sim-{profile}-x{scale:g}", "the emulator's hardware key")
 
 
 def describe(gpus: list[Gpu] | None) -> str:

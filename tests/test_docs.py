@@ -95,10 +95,11 @@ def test_shown_command_runs(where: str, command: str, tmp_path: Path) -> None:
 def test_docstrings_quote_what_their_code_prints() -> None:
     import doctest
 
-    from pytest_glm5 import energy
+    from pytest_glm5 import energy, names
     from pytest_glm5.judge import plan, stats
+    from pytest_glm5.load import trace
 
-    for module in (energy, plan, stats):
+    for module in (energy, plan, stats, names, trace):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
 

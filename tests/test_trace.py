@@ -40,7 +40,7 @@ def test_a_bound_on_a_trace_is_keyed_by_its_content_not_where_the_checkout_lives
     ("{not json", "trace:1: not JSON"),
     ("[1, 2]", "trace:1: a row is a JSON object"),
     ('{"timestamp": 0, "input_length": 10}', "trace:1: no output_length, hash_ids"),
-    ('{"timestamp": -5, "input_length": 10, "output_length": 1, "hash_ids": [1]}', "timestamp must be milliseconds"),
+    ('{"timestamp": -5, "input_length": 10, "output_length": 1, "hash_ids": [1]}', "timestamp must be a finite number of milliseconds >= 0, got -5"),
     ('{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": [1]}', "input_length must be a whole"),
     ('{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1]}', "1 hash ids cover 512 tokens"),
     ('{"timestamp": 0, "input_length": 6, "output_length": 1, "hash_ids": ["a"]}', "hash_ids must be a list"),

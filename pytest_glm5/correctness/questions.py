@@ -14,6 +14,7 @@ emulator and CI), and a GSM8K-style JSONL file the user points to on the real bo
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -134,6 +135,8 @@ def _number(text: str) -> str | None:
         value = float(raw)
     except ValueError:
         return None
+    if not math.isfinite(value):
+        return str(raw)  # past a float (a broken build's digit run): compared as written, a wrong answer, no crash
     return str(int(value)) if value == int(value) else f"{value:g}"
 
 

@@ -59,7 +59,11 @@ def hardware_for(server_info: dict[str, Any], given: str | None, nvml_key: str |
     """The hardware key of a server: --glm5-hardware, the emulator's profile and time scale, or NVML's."""
     sim = server_info.get("sim")
     if isinstance(sim, dict):
-        key = sim_hardware_key(str(sim.get("profile")), float(sim.get("time_scale", 1.0)))
+        try:
+            key = sim_hardware_key(str(sim.get("profile")), sim.get("time_scale", 1.0))
+        except ValueError as exc:
+            raise HardwareError(f"the server's /server_info names no usable emulator hardware: {exc}; is it the "
+                                "emulator? a real server is keyed by --glm5-hardware") from None
         if given and given != key:
             raise HardwareError(f"--glm5-hardware {given} given for an emulator run; emulator baselines are keyed "
                                 f"{key} and never mix with real hardware or other time scales")

@@ -173,6 +173,10 @@ def _trace_rows(workload: Workload) -> list[trace.Row]:
         raise BenchError(str(exc)) from None
     if len(rows) < workload.num_prompts:
         raise BenchError(f"trace {workload.trace} has {len(rows)} rows, fewer than num_prompts {workload.num_prompts}")
+    try:
+        trace.replay_s(rows[:workload.num_prompts], workload.request_rate, workload.duration_s)
+    except trace.TraceError as exc:
+        raise BenchError(f"trace {workload.trace}: {exc}") from None
     return rows[:workload.num_prompts]
 
 
@@ -215,6 +219,10 @@ def _payload(workload: Workload, prompt: list[int], output_len: int, model: str,
     return "/v1/completions", body
 
 
+# What a chunk's fields of an unexpected type raise when read: a failed request with its reason, never a traceback.
+_MALFORMED = (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError)
+
+
 class _Stream:
     """Parses one SSE response into a RequestTiming, counting as bench_serving does."""
 
@@ -247,7 +255,11 @@ class _Stream:
             err = data["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err
             raise _StreamFailure(f"server error in stream: {msg}")
-        self._feed(data, now)
+        try:
+            self._feed(data, now)
+        except _MALFORMED as exc:  # a field of another type (`"choices": [7]`, a text usage): this request failed
+            raise _StreamFailure(f"malformed stream chunk ({exc.__class__.__name__}: {exc}): {payload[:80]!r}") \
+                from None
 
     def _feed_native(self, data: dict[str, Any], now: float) -> None:
         meta = data.get("meta_info") or {}
@@ -285,6 +297,8 @@ class _Stream:
         if isinstance(timings, dict):
             self.r.server_timings = {k: float(v) for k, v in timings.items() if isinstance(v, int | float)}
         usage = data.get("usage")
+        if usage is not None and not isinstance(usage, dict):
+            raise TypeError(f"usage is {type(usage).__name__}, not an object")
         if usage and "completion_tokens" in usage:
             self.tokens = int(usage["completion_tokens"])
             self.usage_seen = True
@@ -316,7 +330,10 @@ class _Stream:
 
     def finish(self, now: float) -> None:
         if self.chat is not None:
-            self._chat_finish(now)
+            try:
+                self._chat_finish(now)
+            except _MALFORMED as exc:
+                raise _StreamFailure(f"malformed usage in the stream ({exc.__class__.__name__}: {exc})") from None
         self.r.latency = now - self.r.start
         if not (self.done or self.r.finish_reason):
             raise _StreamFailure(f"stream ended after {self.tokens} tokens without a finish_reason or [DONE]")
@@ -467,6 +484,8 @@ class LoadRunner:
                             asked=output_len, queued=max(0.0, now - scheduled) if scheduled is not None else 0.0)
         stream = _Stream(rec, workload.protocol, output_len)
         stream.server_prompt_len = not self.shape.token_ids
+        if not self._in_flight:
+            self.last_progress = now  # the stall clock runs only while a request is owed a token
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
@@ -613,7 +632,8 @@ class LoadRunner:
             reason = self.stop_check() if self.stop_check else None
             if self.lean is not None:
                 self.last_progress = max(self.last_progress, self.lean.last)
-            quiet = time.perf_counter() - self.last_progress
+            # An open loop's scheduled gap, with nothing in flight, is the workload's silence, not the server's.
+            quiet = time.perf_counter() - self.last_progress if self._in_flight else 0.0
             if not reason and self.stall_timeout_s is not None and quiet > self.stall_timeout_s:
                 busy = self.busy_check() if self.busy_check is not None else None
                 if busy:
@@ -650,6 +670,7 @@ class LoadRunner:
                     self.lean.close()
 
     async def _run(self, session: aiohttp.ClientSession, workload: Workload) -> BenchResult:
+        rows = _trace_rows(workload)  # a trace that cannot be replayed is refused before the server is reached
         await self.preflight(session, workload)
         await self.probe(session, workload)
         if workload.warmup and not self.aborted:
@@ -663,7 +684,6 @@ class LoadRunner:
         self.max_in_flight = 0
         # A shared-prefix shape's prefixes are new to this run: nothing another scenario left in the cache serves it.
         nonce = random.SystemRandom().randrange(1, 2 ** 31) if workload.prefix_len or workload.turns > 1 else 0
-        rows = _trace_rows(workload)
         prompts = (trace.prompts(rows, workload.token_low, workload.token_high) if rows
                    else make_prompts(workload, workload.num_prompts, nonce=nonce))
         ideal = trace.ideal_hit(rows) if rows else workload.ideal_prefix_hit(self.shape.template_tokens)

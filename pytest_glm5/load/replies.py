@@ -66,7 +66,8 @@ async def _ask(url: str, protocol: str, prompts: Sequence[str], max_tokens: int,
                     if resp.status != 200:
                         return Reply("", None, 0, f"HTTP {resp.status}: {(await resp.text())[:200]}")
                     return _parse(protocol, await resp.json(content_type=None))
-            except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            except (TimeoutError, aiohttp.ClientError, ValueError, TypeError, AttributeError, KeyError,
+                    IndexError) as exc:  # a reply of another shape is that prompt's error, never a traceback
                 return Reply("", None, 0, f"{exc.__class__.__name__}: {exc}"[:200])
 
     async with aiohttp.ClientSession(timeout=timeout, trust_env=not proxies.is_local(url)) as session:

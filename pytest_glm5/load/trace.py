@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..textfiles import read_utf8
 
 BLOCK = 512  # Mooncake's hash_ids block size, in tokens
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
@@ -51,8 +54,8 @@ def _row(text: str, where: str) -> Row:
     if missing:
         raise TraceError(f"{where}: no {', '.join(missing)} (a Mooncake row has {', '.join(FIELDS)})")
     ts, n, m, ids = d["timestamp"], d["input_length"], d["output_length"], d["hash_ids"]
-    if not isinstance(ts, int | float) or isinstance(ts, bool) or ts < 0:
-        raise TraceError(f"{where}: timestamp must be milliseconds >= 0, got {ts!r}")
+    if not isinstance(ts, int | float) or isinstance(ts, bool) or not math.isfinite(ts) or ts < 0:
+        raise TraceError(f"{where}: timestamp must be a finite number of milliseconds >= 0, got {ts!r}")
     for name, value in (("input_length", n), ("output_length", m)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise TraceError(f"{where}: {name} must be a whole number >= 1, got {value!r}")
@@ -82,9 +85,11 @@ def load(path: str | Path) -> list[Row]:
     """A trace file's rows, or TraceError naming what is wrong and where."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_utf8(p)
     except OSError as exc:
         raise TraceError(f"cannot read trace {p}: {exc.strerror or exc}") from None
+    except UnicodeError as exc:
+        raise TraceError(f"cannot read trace {exc}") from None
     return parse(text.splitlines(), str(p))
 
 
@@ -110,6 +115,33 @@ def gaps(rows: Sequence[Row], rate: float | None = None) -> list[float]:
         return out
     factor = (len(out) - 1) / span / rate
     return [g * factor for g in out]
+
+
+MAX_REPLAY_S = 6 * 3600.0  # a night is 8 h: one point's replay longer than this is a trace in the wrong unit
+
+
+def replay_s(rows: Sequence[Row], rate: float | None = None, duration_s: float | None = None) -> float:
+    """How long the open loop's sends take (from the first to the last), at the trace's pace or `rate`, bounded by
+    `duration_s`: TraceError when it is over MAX_REPLAY_S (a trace in microseconds reads 1000 times longer).
+
+        >>> rows = parse(['{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]}',
+        ...               '{"timestamp": 9e9, "input_length": 1, "output_length": 1, "hash_ids": [1]}'])
+        >>> replay_s(rows, duration_s=60.0)
+        60.0
+        >>> replay_s(rows)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        pytest_glm5.load.trace.TraceError: its 2 rows replay over 2500.0 h at the trace's pace, over the 6 h a ...
+    """
+    span = sum(gaps(rows, rate))
+    if duration_s is not None:
+        span = min(span, duration_s)
+    if span > MAX_REPLAY_S:
+        pace = f"at {rate:g} requests a second" if rate is not None else "at the trace's pace"
+        raise TraceError(f"its {len(rows)} rows replay over {span / 3600:.1f} h {pace}, over the "
+                         f"{MAX_REPLAY_S / 3600:g} h a point may take: timestamps are milliseconds (a trace in "
+                         "microseconds or nanoseconds reads 1000 times longer); give a request rate, or a duration "
+                         "to bound it")
+    return span
 
 
 def native_rate(rows: Sequence[Row]) -> float | None:

@@ -292,7 +292,11 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
     if isinstance(plen, web.Response):
         return plen
     sp = body.get("sampling_params") or {}
-    max_new = int(sp.get("max_new_tokens", 128))
+    if not isinstance(sp, dict):
+        return sse.error(400, "sampling_params must be a JSON object")
+    max_new = sse.max_new(sp.get("max_new_tokens"), 128, plen, srv.model.context_length)
+    if isinstance(max_new, web.Response):
+        return max_new
     interval = int(sp.get("stream_interval") or srv.args.get("stream_interval") or 1)
     fault = srv.fault()
     if fault == "http500":
@@ -350,7 +354,9 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
     plen = _prompt_len(srv, {"ids": prompt, "text": prompt}, "ids", "text")
     if isinstance(plen, web.Response):
         return plen
-    max_new = int(body.get("max_tokens") or 16)
+    max_new = sse.max_new(body.get("max_tokens") or None, 16, plen, srv.model.context_length, "max_tokens")
+    if isinstance(max_new, web.Response):
+        return max_new
     include_usage = bool((body.get("stream_options") or {}).get("include_usage")) or bool(
         srv.args.get("stream_response_default_include_usage"))
     fault = srv.fault()

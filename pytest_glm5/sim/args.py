@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..spec.sglang import flag_table
@@ -80,9 +80,9 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _env(name: str, parse: Callable[[str], float], default: float, what: str) -> float:
+def _env(env: Mapping[str, str], name: str, parse: Callable[[str], float], default: float, what: str) -> float:
     """A build's knob from its environment (a [build.X] env makes a slow or a wrong build); SystemExit on a bad one."""
-    text = os.environ.get(name, "")
+    text = env.get(name, "")
     if not text:
         return default
     try:
@@ -91,20 +91,18 @@ def _env(name: str, parse: Callable[[str], float], default: float, what: str) ->
         raise SystemExit(f"sglang serve: error: env {name} must be {what}, got {text!r}") from None
 
 
-def _env_slowdown() -> float:
-    return _env("GLM5_SIM_SLOWDOWN", _positive, 1.0, "a number > 0")
+def _env_factor(env: Mapping[str, str], name: str) -> float:
+    return _env(env, name, _positive, 1.0, "a number > 0")
 
 
-def _env_factor(name: str) -> float:
-    return _env(name, _positive, 1.0, "a number > 0")
+def _env_fraction(env: Mapping[str, str], name: str) -> float:
+    return _env(env, name, _fraction, 0.0, "a fraction in [0, 1)")
 
 
-def _env_fraction(name: str) -> float:
-    return _env(name, _fraction, 0.0, "a fraction in [0, 1)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """An argparse parser with SGLang's prog name and flags plus the sim's own."""
+def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """An argparse parser with SGLang's prog name and flags plus the sim's own; the GLM5_SIM_* defaults are read
+    from `environ` (default: this process's), so a preflight sees a build's env as its launch will."""
+    env = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(
         prog="sglang serve",
         description="pytest-glm5's emulator of an SGLang 0.5.23 server (HTTP API, performance, failures).",
@@ -115,27 +113,27 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"performance profile: a bundled name or a TOML file (default {DEFAULT_PROFILE})")
     sim.add_argument("--sim-time-scale", type=_positive, default=1.0,
                      help="every modelled duration times S; 0.1 runs ten times faster")
-    sim.add_argument("--sim-slowdown", type=_positive, default=_env_slowdown(),
+    sim.add_argument("--sim-slowdown", type=_positive, default=_env_factor(env, "GLM5_SIM_SLOWDOWN"),
                      help="decode speed times F (0.8 = a 20%% slower decode), to inject a regression; default "
                           "env GLM5_SIM_SLOWDOWN (a build's env makes a slow build), else 1")
-    sim.add_argument("--sim-prefill-slowdown", type=_positive, default=_env_factor("GLM5_SIM_PREFILL_SLOWDOWN"),
+    sim.add_argument("--sim-prefill-slowdown", type=_positive, default=_env_factor(env, "GLM5_SIM_PREFILL_SLOWDOWN"),
                      metavar="F", help="prefill speed times F (0.5 = prefill twice as slow, decode as before): a "
                                        "regression of TTFT that throughput hides; default env "
                                        "GLM5_SIM_PREFILL_SLOWDOWN, else 1")
-    sim.add_argument("--sim-reasoning-scale", type=_positive, default=_env_factor("GLM5_SIM_REASONING_SCALE"),
+    sim.add_argument("--sim-reasoning-scale", type=_positive, default=_env_factor(env, "GLM5_SIM_REASONING_SCALE"),
                      metavar="F", help="the model thinks F times as long (0.8 = 20%% shorter reasoning, which buys "
                                        "speed no user asked for); default env GLM5_SIM_REASONING_SCALE, else 1")
     sim.add_argument("--sim-prefix-cache-broken", action="store_true",
-                     default=os.environ.get("GLM5_SIM_PREFIX_CACHE_BROKEN", "") not in ("", "0"),
+                     default=env.get("GLM5_SIM_PREFIX_CACHE_BROKEN", "") not in ("", "0"),
                      help="the prefix cache never hits, radix cache on (a build that broke its matching); default "
                           "env GLM5_SIM_PREFIX_CACHE_BROKEN")
-    sim.add_argument("--sim-garbage", type=_fraction, default=_env_fraction("GLM5_SIM_GARBAGE"), metavar="RATE",
+    sim.add_argument("--sim-garbage", type=_fraction, default=_env_fraction(env, "GLM5_SIM_GARBAGE"), metavar="RATE",
                      help="replace each generated token by a random one with chance RATE, at full speed: a fast "
                           "and wrong build; default env GLM5_SIM_GARBAGE (a build's env makes a wrong build), else 0")
-    sim.add_argument("--sim-garbage-late", type=_fraction, default=_env_fraction("GLM5_SIM_GARBAGE_LATE"),
+    sim.add_argument("--sim-garbage-late", type=_fraction, default=_env_fraction(env, "GLM5_SIM_GARBAGE_LATE"),
                      metavar="RATE", help="the same, only in the second half of each reply (where the answer is); "
                                           "default env GLM5_SIM_GARBAGE_LATE, else 0")
-    sim.add_argument("--sim-nondeterminism", type=_fraction, default=_env_fraction("GLM5_SIM_NONDETERMINISM"),
+    sim.add_argument("--sim-nondeterminism", type=_fraction, default=_env_fraction(env, "GLM5_SIM_NONDETERMINISM"),
                      metavar="P", help="a share P of requests diverges at one late token to a near-tie word, the "
                                        "answer kept (batch-variant kernels): no correctness alarm may follow; "
                                        "default env GLM5_SIM_NONDETERMINISM, else 0")

@@ -116,7 +116,10 @@ async def handle_chat(request: web.Request) -> web.StreamResponse:
     if plen >= srv.model.context_length:
         return sse.error(400, f"The input ({plen} tokens) is longer than the model's context length "
                               f"({srv.model.context_length} tokens).")
-    max_new = int(body.get("max_completion_tokens") or body.get("max_tokens") or srv.model.context_length - plen)
+    key = "max_completion_tokens" if body.get("max_completion_tokens") else "max_tokens"
+    max_new = sse.max_new(body.get(key) or None, srv.model.context_length - plen, plen, srv.model.context_length, key)
+    if isinstance(max_new, web.Response):
+        return max_new
     ignore_eos = bool(body.get("ignore_eos", False))
     text = " ".join(_text_of(m.get("content")) or "" for m in body["messages"])
     think = min(srv.reasoning.draw(text), max_new) if thinking else 0

@@ -8,6 +8,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..names import is_key
+
 DEFAULT_PROFILE = "glm5-sm120"  # the emulated machine of a config that names none: the campaign's box
 
 
@@ -87,7 +89,7 @@ def load_profile(name_or_path: str) -> dict[str, Any]:
     path = Path(name_or_path)
     try:
         if path.suffix == ".toml" or path.exists():
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         else:
             res = resources.files("pytest_glm5.sim").joinpath("profiles", f"{name_or_path}.toml")
             if not res.is_file():
@@ -99,8 +101,15 @@ def load_profile(name_or_path: str) -> dict[str, Any]:
         data: dict[str, Any] = tomllib.loads(text)
     except OSError as exc:
         raise ProfileError(f"cannot read sim profile {name_or_path}: {exc}") from None
+    except UnicodeError as exc:
+        raise ProfileError(f"sim profile {name_or_path} is not UTF-8 text: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"sim profile {name_or_path} is not valid TOML: {exc}") from None
+    name = data.get("name")
+    if not isinstance(name, str) or not is_key(name):
+        # It names the baselines, answers and history files (sim-NAME-xSCALE): never a path.
+        raise ProfileError(f"sim profile {name_or_path}: name {name!r} is not a key: use letters, digits and . _ + - "
+                           "(it names the baselines directory sim-NAME-xSCALE)")
     return data
 
 

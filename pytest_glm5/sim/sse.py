@@ -4,6 +4,7 @@ request's tokens, and the SSE stream of them with the stream faults (`--sim-faul
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -24,6 +25,26 @@ class Streamer(Protocol):
 def error(status: int, message: str) -> web.Response:
     """SGLang's error body: `{"error": {"message": ..., "code": status}}`."""
     return web.json_response({"error": {"message": message, "code": status}}, status=status)
+
+
+def max_new(value: Any, default: int, prompt_len: int, context_length: int, key: str = "max_new_tokens"
+            ) -> int | web.Response:
+    """The tokens a request may generate, as SGLang 0.5.23's TokenizerManager._validate_one_request checks them (its
+    message, its `>`): a whole number >= 0 whose
+    total with the prompt stays inside the context length (else its 400), `default` where none is given. A reply is
+    never longer than the context, so no request makes the emulator build a billion tokens."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or value != int(value) or value < 0:
+        return error(400, f"{key} must be a non-negative integer, got {value!r}")
+    n = int(value)
+    if prompt_len + n > context_length:
+        return error(400, f"Requested token count exceeds the model's maximum context length of {context_length} "
+                          f"tokens. You requested a total of {prompt_len + n} tokens: {prompt_len} tokens from the "
+                          f"input messages and {n} tokens for the completion. Please reduce the number of tokens in "
+                          "the input messages or the completion to fit within the limit.")
+    return n
 
 
 async def json_object(request: web.Request) -> dict[str, Any] | web.Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import signal
 import sys
 from typing import Any
@@ -109,9 +110,12 @@ class SimEngine(SpeaksSGLang):
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err):
-                build_parser().parse_args(self.argv(cfg, model, host, port)[3:])
-        except SystemExit:
-            lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+                # The launch's environment: a build's GLM5_SIM_* knobs are read as the emulator will read them.
+                build_parser({**os.environ, **self.env(cfg)}).parse_args(self.argv(cfg, model, host, port)[3:])
+        except SystemExit as exc:
+            # argparse writes its error to stderr; a bad GLM5_SIM_* value is the SystemExit's own message.
+            said = exc.code if isinstance(exc.code, str) else err.getvalue()
+            lines = [ln for ln in said.splitlines() if ln.strip()]
             return Preflight(problem=spec.removed_flag_hint(lines[-1] if lines else "the emulator rejected the "
                                                                                      "arguments"))
         return Preflight()
