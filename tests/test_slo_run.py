@@ -50,9 +50,11 @@ def test_a_prefill_only_slowdown_fails_the_slo_and_capacity_while_throughput_pas
     assert attained["verdict"] == "regression", attained
     assert "% of 64 requests within TTFT <= 65 ms, TPOT <= 20 ms at 95% (exact bounds " in attained["note"]
     assert attained["note"].endswith("): misses; TTFT binds"), attained["note"]
-    # Throughput passes at both points: the decode that sets it did not change (a CPU-busy box may leave a figure
-    # not judged, bound by the emulator or the client; never a regression).
-    assert all(verdicts[(s, "output_throughput")]["verdict"] in ("pass", "emulator-bound", "client-bound")
+    # Throughput never fails: the decode that sets it did not change. The rule, not a quiet machine's figure: the
+    # reference is one launch, so on a CPU-busy box tonight may read faster than it (improvement), not judged (bound
+    # by the emulator or the client) or undecided; none of those fails the run, and a regression would.
+    assert all(verdicts[(s, "output_throughput")]["verdict"] in ("pass", "improvement", "unresolved",
+                                                                   "emulator-bound", "client-bound")
                for s in ("c16", "c32")), verdicts
     assert verdicts[("c16", "slo_attainment")]["verdict"] in ("pass", "unresolved")
     cap = verdicts[("capacity", "slo_capacity")]

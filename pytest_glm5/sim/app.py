@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from .. import __version__
@@ -205,10 +204,10 @@ class SimServer:
 
 def _prompt_len(srv: SimServer, body: dict[str, Any], key_ids: str, key_text: str) -> int | web.Response:
     ids = body.get(key_ids)
-    if isinstance(ids, list) and ids and all(isinstance(t, int) for t in ids):
-        bad = [t for t in ids if not 0 <= t < srv.model.vocab_size]
-        if bad:
-            return sse.error(400, f"token id {bad[0]} is out of vocabulary range [0, {srv.model.vocab_size})")
+    if isinstance(ids, list) and ids and all(type(t) is int for t in ids):
+        if min(ids) < 0 or max(ids) >= srv.model.vocab_size:  # one pass each: this runs for every request
+            bad = next(t for t in ids if not 0 <= t < srv.model.vocab_size)
+            return sse.error(400, f"token id {bad} is out of vocabulary range [0, {srv.model.vocab_size})")
         n = len(ids)
     elif isinstance(body.get(key_text), str) and body[key_text]:
         n = max(1, len(body[key_text].split()))  # The emulator's tokenizer: one token per word.
@@ -312,10 +311,10 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
             await srv.wait_finished(req)
             req.sent_first_at = req.sent_last_at = time.perf_counter()
             return web.json_response(_native_obj(req, plen, t0))
-        resp, whole = await sse.stream_tokens(request, srv, req, fault, interval,
-                                           lambda sent, n: [_native_obj(req, plen, t0)], stamp=True)
-        if whole:
-            await resp.write(b"data: [DONE]\n\n")
+        resp, last = await sse.stream_tokens(request, srv, req, fault, interval,
+                                          lambda sent, n: [_native_obj(req, plen, t0)], stamp=True)
+        if last is not None:
+            await resp.write_eof(last + sse.DONE)
         return resp
     finally:
         req.aborted = not req.finished
@@ -383,15 +382,13 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
                                   "finish_reason": req.finish_reason if req.finished else None}],
                      "usage": None}]
 
-        resp, whole = await sse.stream_tokens(request, srv, req, fault, interval, chunk, stamp=False)
-        if not whole:
+        resp, last = await sse.stream_tokens(request, srv, req, fault, interval, chunk, stamp=False)
+        if last is None:
             return resp
         if include_usage:
-            tail = {"id": cid, "object": "text_completion", "created": created, "model": model,
-                    "choices": [], "usage": sse.usage(plen, req.generated)}
-            await resp.write(b"data: " + orjson.dumps(tail) + b"\n\n")
-        if not strict:
-            await resp.write(b"data: [DONE]\n\n")
+            last += sse.event({"id": cid, "object": "text_completion", "created": created, "model": model,
+                               "choices": [], "usage": sse.usage(plen, req.generated)})
+        await resp.write_eof(last if strict else last + sse.DONE)
         return resp
     finally:
         req.aborted = not req.finished

@@ -180,15 +180,15 @@ async def handle_chat(request: web.Request) -> web.StreamResponse:
         async def role(resp: web.StreamResponse) -> None:
             await sse.write_event(resp, event({"role": "assistant", "content": ""}))
 
-        resp, whole = await sse.stream_tokens(request, srv, req, fault, int(srv.args.get("stream_interval") or 1),
-                                              chunks, stamp=True, first=role)
-        if not whole:
+        resp, last = await sse.stream_tokens(request, srv, req, fault, int(srv.args.get("stream_interval") or 1),
+                                             chunks, stamp=True, first=role)
+        if last is None:
             return resp
-        await sse.write_event(resp, event({}, finish=req.finish_reason))
+        last += sse.event(event({}, finish=req.finish_reason))
         options = body.get("stream_options") or {}
         if options.get("include_usage") or srv.args.get("stream_response_default_include_usage"):
-            await sse.write_event(resp, event({}, use=usage(), choices=False))
-        await resp.write(b"data: [DONE]\n\n")
+            last += sse.event(event({}, use=usage(), choices=False))
+        await resp.write_eof(last + sse.DONE)
         return resp
     finally:
         req.aborted = not req.finished
