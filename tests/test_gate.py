@@ -301,6 +301,23 @@ def test_an_emulator_behind_its_model_judges_no_slo_attainment_either(tmp_path: 
         assert v.verdict == verdict, (behind, v.line())
 
 
+def test_a_new_series_measured_behind_its_model_is_emulator_bound_and_never_recorded(tmp_path: Path) -> None:
+    # A p99 TTFT with no reference yet, measured while the emulator fell behind: it read `new`, and
+    # --update-baselines recorded the host's figure as the reference (the c1024 points of the rehearsal).
+    from pytest_glm5.judge.baselines import select_updates
+    from pytest_glm5.judge.gate import PerfGate
+    from pytest_glm5.judge.provenance import Provenance
+
+    prov = Provenance("hw", "/models/m", "c0", "sim", "h")
+    gate = PerfGate(tmp_path)
+    path, store = gate.store("hw", "/models/m")
+    for behind, verdict in ((None, "new"), ("the emulator fell behind its own model", "emulator-bound")):
+        [v] = gate._judge("t", "c1024", {"p99_ttft_ms": [120.0, 130.0]}, ["l1", "l2"], ["", ""], store, path, prov,
+                          gate.look(2), behind).verdicts
+        assert v.verdict == verdict, (behind, v.line())
+        assert select_updates([v], "all") == ([v] if behind is None else [])
+
+
 def test_one_launch_of_a_config_does_not_confirm_a_drop_against_its_reference() -> None:
     from pytest_glm5.judge.decide import Look, against_config
 

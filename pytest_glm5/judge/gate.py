@@ -383,7 +383,9 @@ class PerfGate:
                 b_samples = [x for x, _ in pick["B"]]
                 b = per_launch(b_samples, [lab for _, lab in pick["B"]])
                 v = decide.ab(config, scenario, metric, a, b, ab, b_samples, look)
-            elif bound is not None and behind is not None:
+            elif behind is not None:
+                # A series with no reference yet too: a figure of the host must not become one (it read `new` and
+                # --update-baselines recorded a c1024 p99 TTFT the same run called emulator-bound).
                 v = judge(config, scenario, metric, samples, bound, workload=provenance.workload)
                 if v.verdict != Kind.WORKLOAD_CHANGED:
                     v.verdict, v.note = Kind.EMULATOR_BOUND, behind
