@@ -410,9 +410,9 @@ def cmd_history(ns: argparse.Namespace) -> int:
         known = sorted({(s.config, s.metric) for s in series_of(runs)})
         asked = " ".join(f"--{k} {v}" for k, v in (("config", ns.config), ("metric", ns.metric),
                                                      ("scenario", ns.scenario)) if v is not None)
-        print(f"glm5 history: error: no series matches {asked or 'anything'} in {ns.dir}; "
-              f"it holds {len(known)} (config, metric) pairs, e.g. "
-              + ", ".join(f"{c} {m}" for c, m in known[:6]), file=sys.stderr)
+        held = (f"it holds {len(known)} (config, metric) pairs, e.g. " + ", ".join(f"{c} {m}" for c, m in known[:6])
+                if known else f"it holds no readable run ({len(notes)} lines skipped, named above)")
+        print(f"glm5 history: error: no series matches {asked or 'anything'} in {ns.dir}; {held}", file=sys.stderr)
         return 2
     print("\n".join(lines(analyse(series))))
     return 0

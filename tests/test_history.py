@@ -129,3 +129,40 @@ def test_a_night_is_written_once_by_its_shard_and_by_the_merge(tmp_path: Path) -
     assert [sorted({s["config"] for s in r["series"]}) for r in st.runs] == [["cfg0"], ["cfg1"]]
     assert append(tmp_path, merged) == []  # the whole night is there: nothing appended
     assert len(load(_store(tmp_path)).runs) == 2
+
+
+def test_a_store_that_cannot_be_read_is_said_and_carries_nothing(tmp_path: Path) -> None:
+    # A directory where the store should be: the gate's reading of it failed the test with a bare exception.
+    key = ("sim-big", "/models/GLM-5-NVFP4")
+    history.store_path(tmp_path, *key).mkdir(parents=True)
+    said: list[str] = []
+    assert Reader(tmp_path, said.append).of(*key) == []
+    assert len(said) == 1 and "Is a directory; nothing carries from it tonight" in said[0], said
+
+
+@pytest.mark.parametrize("run", ['"x"', "[1]", "5"])
+def test_glm5_merge_names_a_report_whose_run_is_not_an_object(tmp_path: Path, run: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(f'{{"verdicts": [], "run": {run}}}')
+    assert glm5(["merge", str(bad)]) == 2
+    assert f"{bad}: not a --glm5-report file (run is a " in capsys.readouterr().err
+
+
+def test_glm5_history_of_only_bad_lines_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "hw" / "m.jsonl"
+    store.parent.mkdir()
+    store.write_text('{"series": 5}\n[]\n')
+    assert glm5(["history", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("not a glm5 history line") == 2
+    assert err.rstrip().endswith("it holds no readable run (2 lines skipped, named above)"), err
+
+
+def test_glm5_compare_names_a_value_that_is_not_finite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"verdicts": [{"config": "t", "scenario": "c1", "metric": "output_throughput",
+                                             "measured": float("nan"), "verdict": "pass", "model": "m",
+                                             "provenance": {"hardware": "x"}}]}))
+    assert glm5(["compare", str(bad), str(bad)]) == 2
+    assert "verdict 0 (t c1 output_throughput) has a value that is not a finite number > 0" in capsys.readouterr().err

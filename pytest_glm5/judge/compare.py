@@ -60,8 +60,8 @@ def launch_values(path: Path, doc: dict[str, Any]) -> dict[Series, Side]:
             reference = [float(x) for x in (v.get("bound") or {}).get("launches") or []]
         except (KeyError, TypeError, ValueError):
             raise CompareError(f"{path}: verdict {i} lacks config, scenario, metric or numeric values") from None
-        if any(not x > 0 for x in [*floats, *reference]):
-            raise CompareError(f"{path}: verdict {i} ({' '.join(key)}) has a value <= 0")
+        if any(not 0 < x < math.inf for x in [*floats, *reference]):
+            raise CompareError(f"{path}: verdict {i} ({' '.join(key)}) has a value that is not a finite number > 0")
         out[key] = Side(floats, reference, str(v.get("verdict", "")))
     return out
 

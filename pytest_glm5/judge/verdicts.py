@@ -359,6 +359,10 @@ def read_report(path: Path) -> dict[str, Any]:
         raise ReportError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("verdicts"), list):
         raise ReportError(f"{path}: not a --glm5-report file (no verdicts)")
+    for key in ("run", "servers", "problems", "known_issues", "statistics"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise ReportError(f"{path}: not a --glm5-report file ({key} is a {type(doc[key]).__name__}, not an "
+                              "object)")
     return doc
 
 

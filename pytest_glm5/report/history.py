@@ -328,8 +328,12 @@ class Reader:
         self._said: set[str] = set()
 
     def runs(self, keys: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
-        """The runs of these (hardware, model) stores, oldest first within each."""
-        st = for_run(self.root, keys)
+        """The runs of these (hardware, model) stores, oldest first within each; a store that cannot be read is said
+        and gives none (tonight then carries nothing from it, and appending to it fails the run's outputs)."""
+        try:
+            st = for_run(self.root, keys)
+        except HistoryError as exc:
+            st = Store(self.root, [], [f"{exc}; nothing carries from it tonight"])
         for note in st.skipped:
             if note not in self._said:
                 self._said.add(note)
