@@ -45,8 +45,13 @@ if [ "$expect" = 1 ]; then
   echo "== 2/2 the real suite: pytest -m sm120 --glm5-require-baselines (the rehearsal exited $rehearsal; this box" \
        "has NVIDIA GPUs: a run that measures nothing fails)"
   # The history the next night finds: launches carry from night to night, and a suite longer than the budget is
-  # scheduled over nights (GLM5_HISTORY moves it; docs/night.md).
-  "$VENV/bin/python" -m pytest -m sm120 -rs --glm5-require-baselines --glm5-history="${GLM5_HISTORY:-$HOME/glm5-history}" "$@"
+  # scheduled over nights (GLM5_HISTORY moves it; docs/night.md). The budget bounds the night (8 h unless
+  # GLM5_BUDGET says otherwise, or a --glm5-budget among the arguments, which come last and win): without one the
+  # real suite's first launches alone are 10.9 h and nothing is ever scheduled.
+  real=(-m pytest -m sm120 -rs --glm5-require-baselines --glm5-history="${GLM5_HISTORY:-$HOME/glm5-history}"
+        --glm5-budget="${GLM5_BUDGET:-8h}" "$@")
+  echo "nightly.sh: $VENV/bin/python ${real[*]}"
+  "$VENV/bin/python" "${real[@]}"
   rc=$?
 else
   echo "== 2/2 the real suite: pytest -m sm120 (the rehearsal exited $rehearsal; no NVIDIA GPU here: no nvidia-smi," \

@@ -97,9 +97,20 @@ def test_a_new_build_starts_a_new_sample_and_the_line_says_why() -> None:
 
 
 def test_what_was_decided_stays_decided_until_the_build_changes() -> None:
-    failing = _judge([99.0], Prior(decided=Kind.REGRESSION, decided_on="d2", nights=1))
+    failing = _judge([92.0], Prior(decided=Kind.REGRESSION, decided_on="d2", nights=1))
     assert failing.verdict == Kind.REGRESSION and failing.stat["p_adj"] == 0.0
-    assert failing.note.startswith("confirmed on d2 and the build is unchanged since")
+    assert failing.note.startswith("confirmed on d2, the build unchanged since, and tonight's launches drop too")
+    # Issue 39: an unchanged build confirmed on one night's outliers failed every night after, tonight +8% included.
+    # Tonight within the tolerance examines it again: a new sample, marked in the history, that can confirm again.
+    for tonight in ([99.0], [108.0], [98.0, 99.5]):
+        again = _judge(tonight, Prior(decided=Kind.REGRESSION, decided_on="d2", nights=1))
+        assert again.verdict in (Kind.PASS, Kind.UNRESOLVED, Kind.IMPROVEMENT) and again.stat["restart"], again
+        assert again.note.startswith("confirmed a regression on d2 with this build, yet tonight's launches show "), \
+            again.note
+        assert "within the 5% tolerance: examined again, a new sample starts tonight" in again.note
+    runs = [night("d1", "regression", [80.0, 81.0]), {"time": "d3", "series": [
+        {**night("d3", "unresolved", [99.0])["series"][0], "restart": True}]}]
+    assert prior_of(runs, KEY, SAMPLE).launches == (99.0,)  # the next night pools from the re-examination
     passed = _judge([99.0], Prior(decided=Kind.PASS, decided_on="d2", nights=1))
     assert passed.verdict == Kind.PASS and passed.note.startswith("passed on d2")
     # A pass, then a drop beyond the tolerance under a fingerprint that calls the build the same: not hidden.

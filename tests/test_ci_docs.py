@@ -150,6 +150,9 @@ def test_nightly_sh_fails_a_gpu_box_that_measured_nothing_and_passes_a_machine_w
     assert f"nightly.sh: {venv} holds this checkout's install (pyproject.toml unchanged since): not reinstalled" \
         in box.stdout
     assert "this box has NVIDIA GPUs: a run that measures nothing fails" in box.stdout
+    # The real night runs under a budget, so its schedule and carried evidence apply (issue 39).
+    assert f"nightly.sh: {venv}/bin/python -m pytest -m sm120 -rs --glm5-require-baselines --glm5-history=" \
+        in box.stdout and " --glm5-budget=8h -k tp8 and single" in box.stdout, box.stdout[-3000:]
     assert "FAILED: nothing measured: all " in box.stdout and "found no NVML" in box.stdout
     laptop = subprocess.run(["bash", "scripts/nightly.sh", *subset], cwd=ROOT,
                             env={**env, "GLM5_EXPECT_GPUS": "0"}, capture_output=True, text=True, timeout=600)
