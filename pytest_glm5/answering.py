@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from filelock import Timeout
 
@@ -92,6 +93,8 @@ class Answering:
         self.errors: list[str] = []  # answers files asked for and not written (the outcome counts them)
         self.recorded: list[str] = []  # what --update-baselines recorded of them, and what it refused
         self.told: list[str] = []  # xdist's controller: the workers' answer lines
+        self.establishing = recording  # --update-baselines: a config without reference answers is being given them
+        self.told_unchecked: dict[str, str] = {}  # xdist's controller: the workers' unchecked configs
 
     @classmethod
     def from_settings(cls, s: Settings) -> Answering:
@@ -103,6 +106,37 @@ class Answering:
                        s.stall_timeout)
         except QuestionsError as exc:
             raise SettingsError(str(exc)) from None
+
+    def check_files(self, wanted: dict[str, tuple[str, str]]) -> None:
+        """Read each config's answers file now, before the first launch, as the baselines are read: AnswersError
+        names a file that cannot be read or is of another shape, and one whose canary replies answered other prompts
+        than this version asks (unless --update-baselines records them again). A bad file never turns the check
+        off: it stops the run with the file and the fix."""
+        if not self.canary_on and not self.questions:
+            return
+        for config, (hw, model) in wanted.items():
+            path = answers_path(baseline_path(self.root, hw, model))
+            if path not in self.stores:
+                self.stores[path] = AnswerStore(path)
+            asked = self.stores[path].canary_asked(config)
+            if self.canary_on and not self.establishing and asked is not None and asked != canary.asked_id():
+                raise AnswersError(f"{path}: the canary replies of {config} answered other prompts (digest {asked}; "
+                                   f"this version asks {canary.asked_id()}): record them again with "
+                                   "--update-baselines, or restore the file from git")
+
+    def unchecked(self) -> dict[str, str]:
+        """The configs whose answers no check held to a reference tonight, and why (no reference replies, a canary
+        that could not run): the outcome says it, and under CI=true or --glm5-require-baselines fails. A recording
+        run gives them their reference, so it has none."""
+        out = dict(self.told_unchecked)
+        if self.establishing or not (self.canary_on or self.questions):
+            return out
+        for config in dict.fromkeys(a.config for a in self.launches.values()):
+            mine = [a for a in self.launches.values() if a.config == config]
+            if not any(a.canary is not None or a.accuracy is not None for a in mine):
+                why = next((n for a in mine for n in (a.canary_note, a.accuracy_note) if n), "no check ran")
+                out[config] = why.removeprefix("canary: ")
+        return out
 
     def _store(self, prov: Provenance) -> AnswerStore:
         path = answers_path(baseline_path(self.root, prov.hardware, prov.model))
@@ -252,15 +286,17 @@ class Answering:
                 self.errors.append(f"answers file {store.path} not written: {exc}")
                 out.append(self.errors[-1])
 
-    def to_dict(self) -> dict[str, list[str]]:
+    def to_dict(self) -> dict[str, list[Any]]:
         """What an xdist worker hands the controller (the run document's `answers`)."""
-        return {"lines": self.lines(), "recorded": self.recorded, "errors": self.errors}
+        return {"lines": self.lines(), "recorded": self.recorded, "errors": self.errors,
+                "unchecked": [[c, why] for c, why in self.unchecked().items()]}
 
-    def join(self, told: dict[str, list[str]]) -> None:
+    def join(self, told: dict[str, list[Any]]) -> None:
         """xdist's controller: a worker's answers (its document's `answers`), shown and counted as this run's."""
         self.told += told.get("lines") or []
         self.recorded += told.get("recorded") or []
         self.errors += told.get("errors") or []
+        self.told_unchecked.update({str(c): str(why) for c, why in told.get("unchecked") or []})
 
     def lines(self) -> list[str]:
         """The summary's answer lines, a config at a time: each failed canary, the others counted, the accuracy

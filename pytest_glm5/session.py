@@ -17,6 +17,7 @@ from typing import Any
 
 from .answering import Answering
 from .configs import ConfigError, ServerConfig, load_configs
+from .judge.answers import AnswersError
 from .judge.baselines import BaselineStore, store_of
 from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores, references_of, versus_all
 from .judge.merge import Merged, decided, join, update
@@ -122,7 +123,6 @@ class Glm5Session:
         self.stores: dict[Path, BaselineStore] = {}  # baselines files read for the plan (as check_baselines read them)
         self.tally = Tally()  # which config tests ran: a night that measured nothing must not read green
         self.outcome: Outcome | None = None
-
 
     @property
     def gated_markers(self) -> dict[str, str]:
@@ -292,12 +292,12 @@ class Glm5Session:
         return config_cost(name, tests, found[1].cost(name) if found is not None else None, modeled, checks)
 
     def check_baselines(self, used: dict[str, ServerConfig]) -> None:
-        """Read every baselines file the run will use now, not after a model load and a load run."""
-        wanted = self._filed(used)
+        """Read every baselines and answers file the run will use now, not after a model load and a load run."""
+        wanted, s = self._filed(used), self.settings
         try:
-            files = check_stores(self.settings.baselines_root, wanted, self.stores,
-                                 writing=bool(self.settings.update_baselines))
-        except GateError as exc:
+            files = check_stores(s.baselines_root, wanted, self.stores, bool(s.update_baselines))
+            self.answering.check_files(wanted)
+        except (GateError, AnswersError) as exc:
             raise RunError(f"glm5: {exc}") from None
         if self.worker is None:
             for line in files:
@@ -512,7 +512,7 @@ class Glm5Session:
             not_run=dict(self.night.not_run), unfinished=list(self.tally.unfinished), nothing_measured=nothing_measured(
                 self.tally.config_tests, self.tally.gpu_skipped, self.night.not_run, list(self.gated_markers))
             if idle else None,
-            require=self.settings.require_baselines, interrupted=interrupted))
+            require=self.settings.require_baselines, interrupted=interrupted, unchecked=self.answering.unchecked()))
 
     def record_costs(self) -> None:
         """With the baselines: what a launch of each config measured here cost, into the baselines file of its

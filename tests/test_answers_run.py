@@ -6,6 +6,7 @@ raise no alarm."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from plugin_helpers import OUTPUTS, outcome_agrees, report, said_lines, write_configs
@@ -139,3 +140,71 @@ def test_stability_and_bench_tests_fail_on_a_launch_that_answers_wrong(pytester:
     wrong.assert_outcomes(failed=2)
     said_lines(wrong, ["*t: faster, but wrong: canary failed: * of 16 prompts diverged*"])
     assert wrong.stdout.str().count("t: faster, but wrong: canary failed") >= 2
+
+
+def _answers_file(pytester: pytest.Pytester) -> Any:
+    return next((pytester.path / "baselines").rglob("*.answers.json"))
+
+
+def _cut(text: str) -> str:
+    return text[:len(text) // 2]
+
+
+def _other_shape(text: str) -> str:
+    data = json.loads(text)
+    data["configs"]["t"]["canary"]["launches"] = [[1, 2, 3]]  # numbers where replies belong
+    return json.dumps(data)
+
+
+def _other_prompts(text: str) -> str:
+    data = json.loads(text)
+    data["configs"]["t"]["canary"]["asked"] = "0123456789ab"  # recorded for other prompts
+    return json.dumps(data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("spoil", "said"), [
+    (_cut, "*.answers.json: not an answers file (*); restore it from git (git checkout -- *.answers.json) or delete "
+           "it and record again with --update-baselines"),
+    (lambda text: "[1, 2]", "*.answers.json: not an answers file (no 'configs' object)*"),
+    (_other_shape, "*.answers.json: not an answers file (configs.t.canary.launches is not a list of launches, each a "
+                   "reply per prompt)*"),
+    (_other_prompts, "*.answers.json: the canary replies of t answered other prompts (digest 0123456789ab; this "
+                     "version asks *): record them again with --update-baselines, or restore the file from git"),
+])
+def test_an_answers_file_that_cannot_hold_the_check_stops_the_run_before_any_launch(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, spoil: Any, said: str) -> None:
+    # Truncated, of another shape or recorded for other prompts, it turned the check off: a garbage build passed
+    # with exit 0 under CI=true (issue 40). Now the run stops before a launch, naming the file and the fix.
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(POINT)
+    rec = pytester.runpytest("--update-baselines", "--glm5-max-repeats", "2", "--glm5-sim-noise", "0.01")
+    assert rec.ret == 0, rec.stdout.str()[-2000:]
+    path = _answers_file(pytester)
+    path.write_text(spoil(path.read_text()))
+    monkeypatch.setenv("CI", "true")
+    bad = pytester.runpytest("--glm5-sim-garbage", "0.3", "--glm5-sim-noise", "0.01")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR, bad.stdout.str()[-2000:]
+    bad.stderr.fnmatch_lines([f"*glm5: {said}"])
+    assert "launched pid" not in bad.stdout.str()
+
+
+@pytest.mark.slow
+def test_a_deleted_answers_file_reads_no_reference_answers_and_fails_under_ci(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(POINT)
+    rec = pytester.runpytest("--update-baselines", "--glm5-max-repeats", "2", "--glm5-sim-noise", "0.01")
+    assert rec.ret == 0, rec.stdout.str()[-2000:]
+    _answers_file(pytester).unlink()
+    # Without CI: the run goes on, and its outcome says no check held the answers.
+    plain = pytester.runpytest("--glm5-max-repeats", "1", "--glm5-sim-noise", "0.01", *OUTPUTS)
+    line = outcome_agrees(plain, pytester.path)
+    assert line.startswith("PASSED: no regression; NO REFERENCE ANSWERS for t (correctness not checked: no reference "
+                           "replies yet"), line
+    # Under CI=true a garbage build, and even an unchanged one, fails: nothing held its answers.
+    monkeypatch.setenv("CI", "true")
+    for garbage in ("0.3", "0"):
+        ci = pytester.runpytest("--glm5-max-repeats", "1", "--glm5-sim-noise", "0.01", "--glm5-sim-garbage", garbage)
+        assert ci.ret != 0, ci.stdout.str()[-2000:]
+        said_lines(ci, ["FAILED: NO REFERENCE ANSWERS for t (correctness not checked: no reference replies yet*"])

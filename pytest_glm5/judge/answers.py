@@ -120,14 +120,51 @@ def dumps(data: dict[str, Any]) -> str:
     return re.sub(r"\[\s+(-?\d[-\d.,\s]*?)\s+\]", lambda m: "[" + "".join(m.group(1).split()) + "]", text) + "\n"
 
 
+def _is_list(x: Any, item: type | tuple[type, ...]) -> bool:
+    return isinstance(x, list) and all(isinstance(i, item) and not isinstance(i, bool) for i in x)
+
+
+def shape_problem(data: Any) -> str | None:
+    """Why parsed JSON is not an answers file (None: it is one): every key the checks read, of the type they read,
+    so that a file of another shape stops the run instead of switching its correctness check off."""
+    if not isinstance(data, dict) or not isinstance(data.get("configs"), dict):
+        return "no 'configs' object"
+    for name, entry in data["configs"].items():
+        if not isinstance(entry, dict):
+            return f"configs.{name} is not an object"
+        canary = entry.get("canary")
+        if canary is not None:
+            if not isinstance(canary, dict) or canary.get("unit") not in ("tokens", "words") \
+                    or not isinstance(canary.get("asked"), str):
+                return f"configs.{name}.canary lacks its unit (tokens or words) or its prompts' digest (asked)"
+            launches = canary.get("launches")
+            if not isinstance(launches, list) or not all(
+                    isinstance(launch, list) and all(_is_list(r, (int, str)) for r in launch) for launch in launches):
+                return f"configs.{name}.canary.launches is not a list of launches, each a reply per prompt"
+            if len({len(launch) for launch in launches}) > 1:
+                return f"configs.{name}.canary.launches hold different numbers of replies"
+        acc = entry.get("accuracy")
+        if acc is not None:
+            ids, right, tokens = (acc.get(k) if isinstance(acc, dict) else None for k in ("ids", "right", "tokens"))
+            if not (isinstance(acc, dict) and isinstance(acc.get("set"), str) and isinstance(ids, list)
+                    and _is_list(ids, str) and isinstance(right, str) and set(right) <= {"0", "1"}
+                    and isinstance(tokens, list) and _is_list(tokens, (int, float))
+                    and len(right) == len(ids) == len(tokens)):
+                return f"configs.{name}.accuracy lacks its set, or its ids, right and tokens differ in length"
+    return None
+
+
 def _read(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {"configs": {}}
     try:
         loaded = json.loads(read_utf8(path))
-        if not isinstance(loaded, dict) or not isinstance(loaded.get("configs"), dict):
-            raise ValueError("no 'configs' object")
-    except (ValueError, UnicodeError) as exc:
+        why = shape_problem(loaded)
+        if why is not None:
+            raise ValueError(why)
+    except (ValueError, UnicodeError, RecursionError) as exc:
         raise AnswersError(f"{path}: not an answers file ({exc}); restore it from git (git checkout -- {path.name}) "
                            "or delete it and record again with --update-baselines") from None
-    return loaded
+    except OSError as exc:
+        raise AnswersError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return dict(loaded)

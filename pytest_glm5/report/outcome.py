@@ -73,6 +73,7 @@ class Facts:
     nothing_measured: str | None = None  # why nothing was measured, where the run measured nothing
     require: bool = False  # a run that measured nothing fails (CI=true, --glm5-require-baselines)
     interrupted: bool = False
+    unchecked: Mapping[str, str] = field(default_factory=dict)  # config -> why no check held its answers tonight
 
 
 @dataclass
@@ -167,6 +168,12 @@ def decide(f: Facts) -> Outcome:
     bare = sorted({v.config for v in f.verdicts if (v.note or "").startswith("NO BASELINES")})
     if bare:
         notes.append(f"NO BASELINES for {', '.join(bare)} (nothing gated there)")
+    # Figures held to baselines while nothing held the answers: a build fast and wrong would read PASSED.
+    blind = {c: why for c, why in f.unchecked.items() if c not in bare}
+    if blind:
+        said = (f"NO REFERENCE ANSWERS for {', '.join(sorted(blind))} (correctness not checked: "
+                f"{next(iter(blind.values()))})")
+        (reasons if f.require else notes).append(said)
     if f.not_run:
         notes.append(f"{_n(len(f.not_run), 'config')} not run ({', '.join(f.not_run)}: "
                      f"{next(iter(f.not_run.values()))})")
