@@ -95,13 +95,15 @@ def test_a_fast_and_wrong_build_fails_and_is_never_recorded(pytester: pytest.Pyt
 
 
 @pytest.mark.slow
-def test_a_build_wrong_only_late_fails_on_accuracy(pytester: pytest.Pytester) -> None:
+def test_a_build_wrong_only_late_fails_on_the_canary_and_accuracy(pytester: pytest.Pytester) -> None:
+    # The canary compared half the shortest agreed prefix, which ended before the answers: a build wrong only in
+    # the second half of its replies held it and failed on accuracy alone. The whole agreed reply is compared now.
     _recorded(pytester)
     late = pytester.runpytest("--glm5-build", "late", *ASK, *OUTPUTS)
     line = outcome_agrees(late, pytester.path)
-    assert line.startswith("FAILED: faster, but wrong: 1 config answered wrong (t: accuracy "), line
-    assert "p=" in line
-    said_lines(late, ["  t: canary held on 1 of 1 launches: *"])  # the canary's prefix ends before the answers
+    assert line.startswith("FAILED: faster, but wrong: 1 config answered wrong (t: canary failed: "), line
+    assert "prompts diverged late within their agreed replies" in line, line
+    said_lines(late, ["  t: accuracy *% vs *% (-* points): * questions lost, * one-sided McNemar p=* a drop"])
 
 
 @pytest.mark.slow

@@ -197,3 +197,45 @@ def test_one_piece_replies_that_repeat_are_checked_and_a_canary_with_nothing_to_
     assert done.canary is None and done.invalid is None
     assert done.canary_note.startswith("canary not usable: every prompt's 5 reference launches part at their first "
                                        "words")
+
+
+def _changed_from(launch: list[tuple[str, ...]], at: int) -> list[tuple[str, ...]]:
+    return [r[:at] + tuple(f"x{w}" for w in r[at:]) if len(r) > at else r for r in launch]
+
+
+def test_the_canary_compares_the_whole_agreed_reply() -> None:
+    # Issue 40: every reply changed from token 20 on passed the canary (it compared half the shortest agreed prefix),
+    # as did garbage in the second half of each reply. Both fail now; late ties of unchanged launches do not.
+    random.seed(11)
+    ref = [_launch(nondeterminism=0.5) for _ in range(canary.MIN_LAUNCHES)]
+    rule = canary.calibrate(ref)
+    assert rule.prefix <= 16 and min(rule.agreed) > 20, rule
+    assert all(canary.check(rule, ref[0], _launch(nondeterminism=0.5)).ok for _ in range(200))
+    at20 = [canary.check(rule, ref[0], _changed_from(_launch(nondeterminism=0.5), 20)) for _ in range(20)]
+    assert not any(c.ok for c in at20) and all(len(c.late) == 16 and not c.early for c in at20)
+    assert at20[0].line().startswith(f"canary failed: 16 of 16 prompts diverged late within their agreed replies "
+                                     f"({rule.late_allowed} allowed: 5 reference launches; ")
+    assert " at token 20: " in at20[0].line()
+    assert not any(canary.check(rule, ref[0], _launch(garbage_late=0.3)).ok for _ in range(20))
+
+
+def test_the_late_allowance_holds_its_false_alarm_rate_with_ties_anywhere() -> None:
+    # Near-ties placed anywhere in a reply (not only late, as the emulator's are): a launch of the same build is one
+    # more draw beside the references, so its late divergences stay within the Binomial(16, 1/5) allowance.
+    rng = random.Random(3)
+    base = [tuple(f"p{p}w{i}" for i in range(32)) for p in range(16)]
+
+    def unchanged() -> list[tuple[str, ...]]:
+        out = []
+        for reply in base:
+            at = rng.randrange(4, 32) if rng.random() < 0.4 else None  # a tie on 40% of the prompts, anywhere
+            out.append(reply if at is None else (*reply[:at], "tie", *reply[at + 1:]))
+        return out
+
+    alarms = 0
+    for _ in range(60):
+        ref = [unchanged() for _ in range(5)]
+        rule = canary.calibrate(ref)
+        alarms += sum(len(canary.check(rule, ref[0], unchanged()).late) > rule.late_allowed for _ in range(50))
+    assert rule.late_allowed == canary.late_allowance(16, 5) == 9
+    assert alarms <= 3, f"{alarms} late alarms in 3000 unchanged launches"  # the bound: 3 expected at most (1e-3)

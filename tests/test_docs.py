@@ -96,10 +96,11 @@ def test_docstrings_quote_what_their_code_prints() -> None:
     import doctest
 
     from pytest_glm5 import energy, names
+    from pytest_glm5.correctness import canary
     from pytest_glm5.judge import plan, stats
     from pytest_glm5.load import trace
 
-    for module in (energy, plan, stats, names, trace):
+    for module in (energy, plan, stats, names, trace, canary):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
 

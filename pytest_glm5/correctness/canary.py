@@ -3,22 +3,33 @@ replies recorded with the baselines. A build that is fast because it emits wrong
 
 Greedy output is not promised to be the same from launch to launch (batch-variant kernels break near-ties late in a
 reply), so what is compared is calibrated, not guessed: from at least MIN_LAUNCHES reference launches, each prompt's
-agreed prefix is the longest the references share with the first; the rule compares half the shortest agreed
-prefix (unchanged launches agreed on all of it, launch after launch: a divergence inside its first half is no
-late-token tie), leaves out a prompt the references disagree on at once, and allows one prompt to differ. With fewer
-reference launches only a gross failure is called: more than half the prompts differing in their first piece.
+agreed prefix is the longest the references share with the first. Early: half the shortest agreed prefix (unchanged
+launches agreed on all of it, launch after launch: a divergence there is no late-token tie), one prompt allowed to
+differ. Late: the rest of each prompt's agreed prefix, where a launch of the same build diverges only by a tie the
+references happened not to meet. Tonight's launch and the R reference launches are alike (exchangeable), so each
+prompt diverges before its agreed prefix with probability at most 1/R; the late divergences allowed are the
+Binomial(prompts, 1/R) count exceeded with probability LATE_ALPHA at most, whatever the engine's ties. A build that
+changes every reply at the same late token fails; a few late ties do not. A prompt the references disagree on at
+once is left out. With fewer reference launches only a gross failure is called: more than half the prompts
+differing in their first piece.
 
->>> ref = [[(1, 2, 3, 4), (5, 6, 7, 8)]] * 5
+>>> ref = [[(1, 2, 3, 4)] * 16] * 5
 >>> rule = calibrate(ref)
->>> rule.prefix, rule.allowed
-(2, 0)
->>> check(rule, ref[0], [(1, 2, 3, 4), (5, 9, 7, 8)], ["a", "b"]).line()
-"canary failed: 1 of 2 prompts diverged within their first 2 tokens (0 allowed; rule from 5 reference launches): \
-prompt 2 'b' at token 1: 6 expected, 9 got"
+>>> rule.prefix, rule.allowed, rule.late_allowed
+(2, 1, 9)
+>>> check(rule, ref[0], [(1, 9, 3, 4)] * 2 + [(1, 2, 3, 4)] * 14).line().split(": prompt")[0]
+'canary failed: 2 of 16 prompts diverged within their first 2 tokens (1 allowed; rule from 5 reference launches)'
+>>> check(rule, ref[0], [(1, 2, 3, 9)] * 9 + [(1, 2, 3, 4)] * 7).line()
+'canary: 16 of 16 prompts agree on their first 2 tokens; 9 diverged later within their agreed replies (9 allowed) \
+(rule from 5 reference launches)'
+>>> check(rule, ref[0], [(1, 2, 3, 9)] * 16).line().split(": prompt")[0]
+'canary failed: 16 of 16 prompts diverged late within their agreed replies (9 allowed: 5 reference launches; rule \
+from 5 reference launches)'
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +38,7 @@ from ..digests import digest
 
 MIN_LAUNCHES = 5
 MAX_TOKENS = 32
+LATE_ALPHA = 1e-3  # an unchanged build's late ties exceed the late allowance at most this often (exchangeability)
 # Short, varied prompts: facts, counting, code, a list, a translation; the reply, not its quality, is compared.
 PROMPTS: tuple[str, ...] = (
     "The capital of France is",
@@ -76,6 +88,8 @@ class Rule:
     launches: int
     calibrated: bool
     left_out: tuple[int, ...] = ()
+    agreed: tuple[int, ...] = ()  # each prompt's agreed prefix: compared whole (calibrated rules)
+    late_allowed: int = 0  # prompts that may diverge beyond `prefix` within their agreed prefix
 
     def describe(self) -> str:
         """`rule from 5 reference launches` or why it is only a gross check."""
@@ -106,7 +120,24 @@ def calibrate(reference: Sequence[Sequence[Pieces]]) -> Rule:
     prefix = max(1, min(kept) // 2) if kept else 1
     compared = n - len(left_out)
     return Rule(prefix=prefix, allowed=1 if compared >= 8 else 0, launches=launches, calibrated=True,
-                left_out=left_out)
+                left_out=left_out, agreed=tuple(agreed), late_allowed=late_allowance(compared, launches))
+
+
+def late_allowance(prompts: int, launches: int, alpha: float = LATE_ALPHA) -> int:
+    """The fewest late divergences an unchanged build exceeds with probability at most `alpha`: tonight's launch is
+    one more draw beside the `launches` references, so a prompt's reply leaves its agreed prefix (the references'
+    earliest parting) with probability at most 1/launches, and the count is at most Binomial(prompts, 1/launches).
+
+    >>> late_allowance(16, 5), late_allowance(16, 12), late_allowance(16, 100)
+    (9, 6, 2)
+    """
+    q = 1.0 / max(1, launches)
+    tail = 1.0
+    for k in range(prompts + 1):
+        tail -= math.comb(prompts, k) * q ** k * (1 - q) ** (prompts - k)
+        if tail <= alpha:
+            return k
+    return prompts
 
 
 @dataclass(frozen=True)
@@ -117,6 +148,7 @@ class Divergence:
     at: int
     expected: Any
     got: Any
+    late: bool = False  # beyond the rule's early prefix, inside the prompt's agreed prefix
 
 
 @dataclass(frozen=True)
@@ -130,21 +162,39 @@ class CanaryCheck:
     unit: str = "tokens"
 
     @property
+    def early(self) -> tuple[Divergence, ...]:
+        """The divergences inside the rule's early prefix."""
+        return tuple(d for d in self.diverged if not d.late)
+
+    @property
+    def late(self) -> tuple[Divergence, ...]:
+        """The divergences beyond it, inside their prompts' agreed prefixes."""
+        return tuple(d for d in self.diverged if d.late)
+
+    @property
     def ok(self) -> bool:
-        """No more prompts diverged than the rule allows."""
-        return len(self.diverged) <= self.rule.allowed
+        """No more prompts diverged early, nor late, than the rule allows."""
+        return len(self.early) <= self.rule.allowed and len(self.late) <= self.rule.late_allowed
 
     def line(self) -> str:
         """One line: the call, the rule, and the first divergences by prompt and piece."""
         within = "their first piece" if not self.rule.calibrated else f"their first {self.rule.prefix} {self.unit}"
+        late = (f"; {len(self.late)} diverged later within their agreed replies ({self.rule.late_allowed} allowed)"
+                if self.late else "")
         if self.ok:
-            return (f"canary: {self.compared - len(self.diverged)} of {self.compared} prompts agree on {within} "
+            return (f"canary: {self.compared - len(self.early)} of {self.compared} prompts agree on {within}{late} "
                     f"({self.rule.describe()})")
         unit = self.unit.rstrip("s")
+        early_failed = len(self.early) > self.rule.allowed
+        failed = self.early if early_failed else self.late
         shown = "; ".join(f"prompt {d.prompt + 1} {self.prompts[d.prompt][:40]!r} at {unit} {d.at}: {d.expected} "
-                          f"expected, {d.got} got" for d in self.diverged[:3])
-        more = f"; and {len(self.diverged) - 3} more" if len(self.diverged) > 3 else ""
-        return (f"canary failed: {len(self.diverged)} of {self.compared} prompts diverged within {within} "
+                          f"expected, {d.got} got" for d in failed[:3])
+        more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
+        if not early_failed:
+            return (f"canary failed: {len(self.late)} of {self.compared} prompts diverged late within their agreed "
+                    f"replies ({self.rule.late_allowed} allowed: {self.rule.launches} reference launches; "
+                    f"{self.rule.describe()}): {shown}{more}")
+        return (f"canary failed: {len(self.early)} of {self.compared} prompts diverged within {within} "
                 f"({self.rule.allowed} allowed; {self.rule.describe()}): {shown}{more}")
 
 
@@ -157,8 +207,10 @@ def check(rule: Rule, reference: Sequence[Pieces], today: Sequence[Pieces], prom
         if p in rule.left_out:
             continue
         compared += 1
-        at = first_divergence(ref[:rule.prefix], got[:rule.prefix])
+        # Calibrated: the prompt's whole agreed prefix (its late part against the late allowance); else the first.
+        upto = max(rule.prefix, rule.agreed[p]) if rule.calibrated and p < len(rule.agreed) else rule.prefix
+        at = first_divergence(ref[:upto], got[:upto])
         if at is not None:
             diverged.append(Divergence(p, at, ref[at] if at < len(ref) else "(end)",
-                                       got[at] if at < len(got) else "(end)"))
+                                       got[at] if at < len(got) else "(end)", late=at >= rule.prefix))
     return CanaryCheck(rule, compared, tuple(diverged), prompts, unit)
