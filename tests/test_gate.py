@@ -318,6 +318,31 @@ def test_a_new_series_measured_behind_its_model_is_emulator_bound_and_never_reco
         assert select_updates([v], "all") == ([v] if behind is None else [])
 
 
+def test_a_busy_client_never_hides_a_workload_drift(tmp_path: Path) -> None:
+    # CI, beside a busy worker: a drifted chat point's mean TTFT read client-bound instead of workload drift; were
+    # every figure of the point client-bound, the drift (which fails the run) would not have been said at all.
+    from pytest_glm5.judge.gate import PerfGate
+    from pytest_glm5.judge.provenance import Provenance
+
+    (tmp_path / "hw").mkdir()
+    (tmp_path / "hw" / "m.toml").write_text(
+        "[t.chat.mean_ttft_ms]\nceiling = 10.0\ntolerance = 0.05\ntolerance_why = 'hand-set'\n"
+        "workload = { input_len = 64, thinking = true, observed = { reasoning_tokens = 48.0 } }\n")
+    prov = Provenance("hw", "/models/m", "c0", "sim", "h", workload={"input_len": 64, "thinking": True})
+    gate = PerfGate(tmp_path)
+    path, store = gate.store("hw", "/models/m")
+
+    def busy(metric: str, tolerance: float) -> str:
+        return "client-bound: the load client was kept from its CPU"
+
+    for seen, verdict in (({"reasoning_tokens": 36.0}, "workload drift"), ({"reasoning_tokens": 47.0}, "client-bound"),
+                          ({"reasoning_tokens": 47.0, "arrival_rate": 5.0, "arrival_rate_asked": 10.0},
+                           "client-bound")):  # what a busy client holds back stays the client's
+        [v] = gate._judge("t", "chat", {"mean_ttft_ms": [10.0]}, ["l1"], [""], store, path, prov, gate.look(1),
+                          None, client=busy, observed=seen).verdicts
+        assert v.verdict == verdict, (seen, v.line())
+
+
 def test_one_launch_of_a_config_does_not_confirm_a_drop_against_its_reference() -> None:
     from pytest_glm5.judge.decide import Look, against_config
 

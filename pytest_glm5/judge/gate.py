@@ -32,6 +32,9 @@ from .verdicts import NOT_JUDGED, WORKLOAD_KEYS, WORKLOAD_UNSET, Bound, Kind, Te
 EARLY_SPENDING = True
 
 
+HOST_BOUND = (Kind.CLIENT_BOUND, Kind.EMULATOR_BOUND)  # not judged: the host, not the server, set the figure
+
+
 def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
     """Why these runs measured the host, not the emulated model (None: the emulator kept up, or it is not one)."""
     for r in results:
@@ -408,9 +411,12 @@ class PerfGate:
             elif apart is not None and v.verdict in (*JUDGED, Kind.NEW):
                 # Never a regression, never a pass, never recorded: the GPU was slowed for heat or a power brake.
                 v.verdict, v.note = apart
-            elif observed and v.verdict in (*JUDGED, Kind.NEW) and (miss := held.check(
-                    provenance.workload or {}, observed, ((bound.workload or {}).get("observed") if bound else None))):
-                # Another workload than the one asked or recorded: neither faster nor slower, never recorded.
+            elif observed and v.verdict in (*JUDGED, Kind.NEW, *HOST_BOUND) and (miss := held.check(
+                    provenance.workload or {}, observed, ((bound.workload or {}).get("observed") if bound else None))) \
+                    and (v.verdict not in HOST_BOUND or miss[0] == Kind.WORKLOAD_DRIFT):
+                # Another workload than the one asked or recorded: neither faster nor slower, never recorded. The
+                # model's thinking drifting is news whatever the host did (a busy client made mean TTFT client-bound
+                # and would have hidden it); what a busy host holds back (arrivals) stays the host's.
                 v.verdict, v.note = Kind(miss[0]), miss[1]
             elif v.verdict in (Kind.REGRESSION, Kind.IMPROVEMENT, Kind.UNRESOLVED) and bound is not None and \
                     (cause := power_change(bound.power, provenance.power)):
