@@ -18,8 +18,12 @@ GATED_MARKERS = {"sm120": "12.0"}
 # 20 model seconds (0.2 s: the gate relaunches a server where a verdict needs another launch); emulator baselines
 # are keyed by this scale (baselines/sim-glm5-sm120-x0.01/).
 SIM_DEFAULTS = {"glm5-sim-time-scale": "0.01", "glm5-sim-startup-s": "20"}
+# Correctness the night cannot skip: each config's first launch of a night answers 200 generated arithmetic word
+# problems (GSM8K's shape, no download), paired against its recorded answers; priced in the plan. A GSM8K JSONL
+# file instead: --glm5-accuracy-set=PATH; none: --glm5-no-accuracy (the outcome line then says "canary only").
+CHECKS = {"glm5-accuracy-set": "generated:200"}
 
 
 def pytest_glm5_suite(config: pytest.Config) -> dict[str, Any]:
     """The suite's gated markers and emulator defaults, for pytest-glm5."""
-    return {"gated_markers": GATED_MARKERS, "defaults": SIM_DEFAULTS}
+    return {"gated_markers": GATED_MARKERS, "defaults": {**SIM_DEFAULTS, **CHECKS}}

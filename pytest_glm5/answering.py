@@ -94,6 +94,7 @@ class Answering:
         self.recorded: list[str] = []  # what --update-baselines recorded of them, and what it refused
         self.told: list[str] = []  # xdist's controller: the workers' answer lines
         self.establishing = recording  # --update-baselines: a config without reference answers is being given them
+        self.turned_off = False  # --glm5-no-accuracy or --glm5-no-canary: the outcome says what checked the answers
         self.told_unchecked: dict[str, str] = {}  # xdist's controller: the workers' unchecked configs
 
     @classmethod
@@ -102,8 +103,10 @@ class Answering:
         when the set cannot be read."""
         try:
             recording = bool(s.update_baselines) and not s.ab
-            return cls(s.baselines_root, not s.no_canary, s.accuracy_set, s.alpha, recording, s.invocation_dir,
-                       s.stall_timeout)
+            run = cls(s.baselines_root, not s.no_canary, None if s.no_accuracy else s.accuracy_set, s.alpha,
+                      recording, s.invocation_dir, s.stall_timeout)
+            run.turned_off = s.no_accuracy or s.no_canary
+            return run
         except QuestionsError as exc:
             raise SettingsError(str(exc)) from None
 
@@ -123,6 +126,16 @@ class Answering:
                 raise AnswersError(f"{path}: the canary replies of {config} answered other prompts (digest {asked}; "
                                    f"this version asks {canary.asked_id()}): record them again with "
                                    "--update-baselines, or restore the file from git")
+
+    def coverage(self) -> str | None:
+        """What checks the answers where a check was turned off (--glm5-no-accuracy, --glm5-no-canary):
+        `correctness: canary only` (the outcome line says it, so a night without its accuracy set never reads as one
+        with it); None where none was."""
+        if not self.turned_off:
+            return None
+        return ("correctness: canary only" if self.canary_on else
+                f"correctness: accuracy set only ({self.accuracy_name})" if self.questions else
+                "correctness: not checked (--glm5-no-canary, no accuracy set)")
 
     def unchecked(self) -> dict[str, str]:
         """The configs whose answers no check held to a reference tonight, and why (no reference replies, a canary

@@ -450,8 +450,7 @@ class Glm5Session:
         return {**doc, "outcome": self.outcome.to_dict()} if self.outcome is not None else doc
 
     def worker_doc(self) -> str | None:
-        """An xdist worker's run, before the family decision (the controller makes it once, over all); None where
-        the worker ran no test of a config. Either way the worker reports nothing itself."""
+        """An xdist worker's run before the family decision (the controller's, once); None: it ran no config test."""
         self.handed_over = True
         if self.pool is None and self.gate is None and not self.tally.config_tests:
             return None
@@ -512,7 +511,8 @@ class Glm5Session:
             not_run=dict(self.night.not_run), unfinished=list(self.tally.unfinished), nothing_measured=nothing_measured(
                 self.tally.config_tests, self.tally.gpu_skipped, self.night.not_run, list(self.gated_markers))
             if idle else None,
-            require=self.settings.require_baselines, interrupted=interrupted, unchecked=self.answering.unchecked()))
+            require=self.settings.require_baselines, interrupted=interrupted, unchecked=self.answering.unchecked(),
+            coverage=self.answering.coverage()))
 
     def record_costs(self) -> None:
         """With the baselines: what a launch of each config measured here cost, into the baselines file of its

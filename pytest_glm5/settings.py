@@ -293,7 +293,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("glm5-no-canary", "skip the canary (16 greedy prompts on every launch before its load, compared with "
             "the replies recorded with the baselines)", flag=True, ini=False),
     Setting("glm5-accuracy-set", "paired accuracy test on each config's first launch: generated:N[:SEED] (arithmetic "
-            "word problems, no download) or a GSM8K JSONL file (default: none)", parse=_accuracy_set, path=True),
+            "word problems, no download) or a GSM8K JSONL file (default: the suite's, else none)",
+            parse=_accuracy_set, path=True),
+    Setting("glm5-no-accuracy", "skip the accuracy set, whatever the suite or an option names: the canary alone "
+            "checks the answers, and the outcome line says so", flag=True, ini=False),
     Setting("glm5-plan", "print the run's plan (configs, launches, estimated time on this box) and launch nothing",
             flag=True, ini=False),
 )
@@ -418,6 +421,7 @@ class Settings:
     plan: bool = False
     no_canary: bool = False
     accuracy_set: str | None = None
+    no_accuracy: bool = False
 
     @classmethod
     def resolve(cls, sources: Sources, rootdir: Path, invocation_dir: Path) -> Settings:

@@ -47,7 +47,7 @@ if [ "$expect" = 1 ]; then
   # The history the next night finds: launches carry from night to night, and a suite longer than the budget is
   # scheduled over nights (GLM5_HISTORY moves it; docs/night.md). The budget bounds the night (8 h unless
   # GLM5_BUDGET says otherwise, or a --glm5-budget among the arguments, which come last and win): without one the
-  # real suite's first launches alone are 10.9 h and nothing is ever scheduled.
+  # real suite's first launches alone are 11.4 h and nothing is ever scheduled.
   real=(-m pytest -m sm120 -rs --glm5-require-baselines --glm5-history="${GLM5_HISTORY:-$HOME/glm5-history}"
         --glm5-budget="${GLM5_BUDGET:-8h}" "$@")
   echo "nightly.sh: $VENV/bin/python ${real[*]}"

@@ -210,3 +210,26 @@ def test_a_deleted_answers_file_reads_no_reference_answers_and_fails_under_ci(
         ci = pytester.runpytest("--glm5-max-repeats", "1", "--glm5-sim-noise", "0.01", "--glm5-sim-garbage", garbage)
         assert ci.ret != 0, ci.stdout.str()[-2000:]
         said_lines(ci, ["FAILED: NO REFERENCE ANSWERS for t (correctness not checked: no reference replies yet*"])
+
+
+SUITE_CHECKS = """
+def pytest_glm5_suite(config):
+    return {"defaults": {"glm5-accuracy-set": "generated:20"}}
+"""
+
+
+@pytest.mark.slow
+def test_the_suite_asks_its_accuracy_set_unless_turned_off_and_the_outcome_says_so(pytester: pytest.Pytester) -> None:
+    # Issue 40: the real night asked no accuracy set, so a build that broke reasoning but not the canary passed.
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(POINT)
+    pytester.makeconftest(SUITE_CHECKS)
+    asked = pytester.runpytest("--glm5-max-repeats", "1", "--glm5-sim-noise", "0.01")
+    said_lines(asked, ["  t: accuracy * of 20 right (*%) on generated:20:*: no reference yet (--update-baselines)"])
+    assert "correctness:" not in asked.stdout.lines[-2]
+    off = pytester.runpytest("--glm5-max-repeats", "1", "--glm5-sim-noise", "0.01", "--glm5-no-accuracy", *OUTPUTS)
+    line = outcome_agrees(off, pytester.path)
+    assert line.endswith("; correctness: canary only"), line
+    assert "accuracy" not in off.stdout.str().split("answers (checked before")[-1]
+    plan = pytester.runpytest("--glm5-plan", "--glm5-no-accuracy")
+    said_lines(plan, ["glm5: plan: t * 0 s  *"])

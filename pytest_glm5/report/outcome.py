@@ -74,6 +74,7 @@ class Facts:
     require: bool = False  # a run that measured nothing fails (CI=true, --glm5-require-baselines)
     interrupted: bool = False
     unchecked: Mapping[str, str] = field(default_factory=dict)  # config -> why no check held its answers tonight
+    coverage: str | None = None  # `correctness: canary only` where a check was turned off
 
 
 @dataclass
@@ -179,6 +180,8 @@ def decide(f: Facts) -> Outcome:
                      f"{next(iter(f.not_run.values()))})")
     if f.verdicts:
         notes.append(series_total(f.verdicts))
+    if f.coverage and f.verdicts:
+        notes.append(f.coverage)
     if f.nothing_measured is not None and not f.verdicts:
         head = f"nothing measured: {f.nothing_measured}"
         if f.require or reasons:
