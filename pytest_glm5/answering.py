@@ -22,6 +22,7 @@ from .correctness.questions import Question, QuestionsError, correct, generate, 
 from .judge.answers import AnswersError, AnswerStore, answers_path
 from .judge.baselines import baseline_path
 from .judge.provenance import Provenance
+from .judge.verdicts import Verdict
 from .load.replies import Reply, ask, unit_of
 from .servers.process import ServerHandle, process_state
 from .settings import Settings, SettingsError, generated_set
@@ -95,6 +96,7 @@ class Answering:
         self.told: list[str] = []  # xdist's controller: the workers' answer lines
         self.establishing = recording  # --update-baselines: a config without reference answers is being given them
         self.turned_off = False  # --glm5-no-accuracy or --glm5-no-canary: the outcome says what checked the answers
+        self.unwritten: set[str] = set()  # --update-baselines: configs whose answers file could not be written
         self.told_unchecked: dict[str, str] = {}  # xdist's controller: the workers' unchecked configs
 
     @classmethod
@@ -293,16 +295,24 @@ class Answering:
             out.append(f"{config}: answers recorded in {store.path.name} (canary: {kept} reference launches"
                        f"{'' if kept >= canary.MIN_LAUNCHES else f'; {canary.MIN_LAUNCHES} calibrate it'})")
         for store in written.values():
+            mine = sorted(store.changed)
             try:
                 store.save()
             except (AnswersError, OSError, Timeout) as exc:
-                self.errors.append(f"answers file {store.path} not written: {exc}")
+                self.errors.append(f"answers file {store.path} not written: {exc}; nothing of {', '.join(mine)} "
+                                   "recorded (its correctness could not be established)")
                 out.append(self.errors[-1])
+                self.unwritten.update(mine)
+
+    def recordable(self, verdicts: list[Verdict]) -> list[Verdict]:
+        """The verdicts --update-baselines may record: none of a config whose reference answers could not be
+        written (its figures would be held to no answers tomorrow)."""
+        return [v for v in verdicts if v.config not in self.unwritten]
 
     def to_dict(self) -> dict[str, list[Any]]:
         """What an xdist worker hands the controller (the run document's `answers`)."""
         return {"lines": self.lines(), "recorded": self.recorded, "errors": self.errors,
-                "unchecked": [[c, why] for c, why in self.unchecked().items()]}
+                "unchecked": [[c, why] for c, why in self.unchecked().items()], "unwritten": sorted(self.unwritten)}
 
     def join(self, told: dict[str, list[Any]]) -> None:
         """xdist's controller: a worker's answers (its document's `answers`), shown and counted as this run's."""
@@ -310,6 +320,7 @@ class Answering:
         self.recorded += told.get("recorded") or []
         self.errors += told.get("errors") or []
         self.told_unchecked.update({str(c): str(why) for c, why in told.get("unchecked") or []})
+        self.unwritten.update(str(c) for c in told.get("unwritten") or [])
 
     def lines(self) -> list[str]:
         """The summary's answer lines, a config at a time: each failed canary, the others counted, the accuracy

@@ -484,7 +484,7 @@ class Glm5Session:
         self.night.price(self.view.verdicts)
         self.regressed = gateitems.regressions(self.view.verdicts, self.view.confirmed)
         if s.update_baselines and self.view.verdicts:
-            self.changes = update(s.baselines_root, self.view.verdicts, s.update_baselines)
+            self.changes = update(s.baselines_root, self.answering.recordable(self.view.verdicts), s.update_baselines)
             self.errors += self.changes[1]  # asked to record, could not: not a green run
             if not s.ab:
                 self.record_costs()

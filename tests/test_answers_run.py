@@ -233,3 +233,24 @@ def test_the_suite_asks_its_accuracy_set_unless_turned_off_and_the_outcome_says_
     assert "accuracy" not in off.stdout.str().split("answers (checked before")[-1]
     plan = pytester.runpytest("--glm5-plan", "--glm5-no-accuracy")
     said_lines(plan, ["glm5: plan: t * 0 s  *"])
+
+
+@pytest.mark.slow
+def test_a_recording_whose_answers_cannot_be_written_records_nothing_of_that_config(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from pytest_glm5.judge import answers
+
+    def full_disk(path: Any, text: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    write_configs(pytester, "[config.t]\nflags = {}\n")
+    pytester.makepyfile(POINT)
+    monkeypatch.setattr(answers, "atomic_write", full_disk)
+    rec = pytester.runpytest("--update-baselines", "--glm5-max-repeats", "2", "--glm5-sim-noise", "0.01")
+    assert rec.ret == 1, rec.stdout.str()[-2000:]
+    said_lines(rec, ["*not written: [[]Errno 28] No space left on device; nothing of t recorded (its correctness could "
+                     "not be established)*"])
+    toml = list((pytester.path / "baselines").rglob("*.toml"))
+    assert not toml or "[t." not in toml[0].read_text(), toml[0].read_text()  # no figure of t without its answers
