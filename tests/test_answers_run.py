@@ -254,3 +254,29 @@ def test_a_recording_whose_answers_cannot_be_written_records_nothing_of_that_con
                      "not be established)*"])
     toml = list((pytester.path / "baselines").rglob("*.toml"))
     assert not toml or "[t." not in toml[0].read_text(), toml[0].read_text()  # no figure of t without its answers
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("build", "head"), [
+    ("default", "PASSED: no regression"),
+    ("off-by-one", "FAILED: faster, but wrong: 2 configs answered wrong (tp8: accuracy "),
+    ("changed-at-20", "FAILED: faster, but wrong: 2 configs answered wrong (tp8: canary failed: 16 of 16 prompts "
+                      "diverged late within their"),
+])
+def test_the_wrong_builds_of_issue_40_fail_the_suite_with_no_option_added(build: str, head: str) -> None:
+    # The suite as a user runs it, on the rehearsal's recorded answers: each passed with exit 0 before (the canary
+    # compared half the agreed prefix; the real night asked no accuracy set).
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER")}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-m", "sm120", "--glm5-sim", "-k",
+                        "tp8 and single and not trtllm and not cutedsl and not decode4", "-p", "no:cacheprovider",
+                        "--glm5-max-repeats", "1", "--glm5-build", build], cwd=root, env=env, capture_output=True,
+                       text=True, timeout=600)
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith(("PASSED:", "FAILED:")))
+    assert line.startswith(head), p.stdout[-3000:]
+    assert p.returncode == (0 if build == "default" else 1), p.stdout[-3000:]

@@ -8,6 +8,16 @@ generated questions answered right as often as the profile states, and the corre
 - `garbage_late`: the same, only in the second half of a reply, where the answer is.
 - `nondeterminism`: that share of requests diverges at one late token to a near-tie word (as batch-variant
   kernels do), the answer kept: a canary calibrated on reference launches must not call it a failure.
+- `changed_from`: every reply longer than N words is changed from word N on, on every launch (a systematic late
+  change: a kernel that breaks past a sequence length); an answer past word N moves with it.
+- `off_by_one`: every arithmetic answer is one more than the model's, the working and every other reply unchanged.
+
+>>> q = "Question: Eli reads 10 pages a day for 3 days, then 40 more pages. How many pages in all?"
+>>> Answers(seed=0, accuracy=1.0, off_by_one=True).reply(q, 64)[-1]
+'71.'
+>>> Answers(seed=0, changed_from=2).reply("The capital of France is", 4)[2:] != Answers(seed=0).reply(
+...     "The capital of France is", 4)[2:]
+True
 
 >>> a = Answers(seed=0, accuracy=1.0)
 >>> words = a.reply("Question: Eli reads 10 pages a day for 3 days, then 40 more pages. How many pages in all?", 64)
@@ -51,6 +61,8 @@ class Answers:
     garbage: float = 0.0
     garbage_late: float = 0.0
     nondeterminism: float = 0.0
+    changed_from: int = 0  # 0: off; else every reply changed from this word on
+    off_by_one: bool = False
     eos_per_token: float = 0.0  # a reply without an answer ends at an EOS drawn from its prompt (greedy: the same)
     fault_rng: random.Random = field(default_factory=random.SystemRandom)  # per launch: faults are not weights
 
@@ -74,6 +86,8 @@ class Answers:
             return [rng.choice(_VOCAB) for _ in range(n)], n
         right = _rng("right", self.seed, prompt).random() < self.accuracy
         given = answer if right else str(int(answer) + _rng("wrong", self.seed, prompt).choice((-10, -2, -1, 1, 3)))
+        if self.off_by_one:
+            given = str(int(given) + 1)
         work = [rng.choice(_FILLER) for _ in range(rng.randint(12, 24))]
         tail = ["The", "answer", "is", f"{given}."]
         words = (work + tail)[-max_new:] if max_new < len(work) + len(tail) else work + tail
@@ -90,6 +104,11 @@ class Answers:
                 at = self.fault_rng.randrange(late, answer_at)
                 words = words[:at] + [self.fault_rng.choice(_FILLER) for _ in range(answer_at - at)] + \
                     words[answer_at:]
+        if self.changed_from and len(words) > self.changed_from:
+            # The same words in another order from there: systematic, launch after launch, never random.
+            at = self.changed_from
+            words = words[:at] + [w for w in reversed(words[at:])] if len(set(words[at:])) > 1 else \
+                words[:at] + [f"{w}s" for w in words[at:]]
         for rate, start in ((self.garbage, 0), (self.garbage_late, len(words) // 2)):
             if rate:
                 words = [w if i < start or self.fault_rng.random() >= rate else f"#{self.fault_rng.randrange(10**6)}"

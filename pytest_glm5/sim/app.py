@@ -120,7 +120,8 @@ class SimServer:
         self.fault_rng = random.Random(seed + 7)
         accuracy = float(self.profile.get("answers", {}).get("accuracy", 0.9))
         self.answers = Answers(seed=seed, accuracy=accuracy, garbage=ns.sim_garbage, garbage_late=ns.sim_garbage_late,
-                               nondeterminism=ns.sim_nondeterminism, eos_per_token=self.model.eos_per_token)
+                               nondeterminism=ns.sim_nondeterminism, changed_from=ns.sim_changed_from,
+                               off_by_one=ns.sim_off_by_one, eos_per_token=self.model.eos_per_token)
         self.faults: dict[str, float] = dict(ns.sim_fault)
         self.reasoning = Reasoning(self.profile, ns.sim_reasoning_scale)
         self.status = "Starting"

@@ -73,6 +73,13 @@ def _positive(text: str) -> float:
     return value
 
 
+def _whole(text: str) -> float:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text}")
+    return float(value)
+
+
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0 <= value < 1:
@@ -137,6 +144,14 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
                      metavar="P", help="a share P of requests diverges at one late token to a near-tie word, the "
                                        "answer kept (batch-variant kernels): no correctness alarm may follow; "
                                        "default env GLM5_SIM_NONDETERMINISM, else 0")
+    sim.add_argument("--sim-changed-from", type=int, default=int(_env(env, "GLM5_SIM_CHANGED_FROM", _whole, 0,
+                                                                       "a whole number >= 0")), metavar="N",
+                     help="every reply longer than N words is changed from word N on, on every launch (a systematic "
+                          "late change); default env GLM5_SIM_CHANGED_FROM, else 0 (off)")
+    sim.add_argument("--sim-off-by-one", action="store_true",
+                     default=env.get("GLM5_SIM_OFF_BY_ONE", "") not in ("", "0"),
+                     help="every arithmetic answer is one more than the model's, all other text unchanged; default "
+                          "env GLM5_SIM_OFF_BY_ONE")
     sim.add_argument("--sim-seed", type=int, default=None,
                      help="seed of the step noise, the faults and the launch's speed factor (unset: step noise and "
                           "faults use 0, and each launch draws its own factor, as real launches differ)")
