@@ -62,9 +62,10 @@ def test_a_busy_loop_on_the_clients_cpu_shows_in_its_own_figures(sim_factory: Ca
     s = sim_factory("--sim-noise", "0", "--sim-step-noise", "0", profile="glm5-sm120", scale=0.01)
     os.sched_setaffinity(s.proc.pid, {1})  # the server on its own CPU; the client alone on CPU 0, then not alone
     quiet = _bench(s.url, tmp_path / "quiet.json")
-    # Two busy loops on the client's CPU: the scheduler favours a process that sleeps often, so one loop alone
-    # takes less from the client than a half.
-    hogs = [subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    # Busy loops on the client's CPU: the scheduler favours a process that sleeps often, so one loop alone takes
+    # less from the client than a half. Four, not two: on a box already busy (CI beside two loops of its own) the
+    # quiet run waits too (wait share 0.11), and two more loops only doubled it (0.22 against a rule of 2x).
+    hogs = [subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"]) for _ in range(4)]
     try:
         busy = _bench(s.url, tmp_path / "busy.json")
     finally:
@@ -73,7 +74,10 @@ def test_a_busy_loop_on_the_clients_cpu_shows_in_its_own_figures(sim_factory: Ca
             hog.wait()
     q, b = ClientLoad(**quiet["client"]), ClientLoad(**busy["client"])  # type: ignore[arg-type]
     assert q.wait_share is not None and b.wait_share is not None
-    assert b.wait_share > max(0.15, 2 * q.wait_share), (q, b)
-    assert b.starved > 2 * q.starved, (q, b)
     qm, bm = quiet["metrics"], busy["metrics"]
-    assert (b.share("output_throughput", bm) or 0) > 2 * (q.share("output_throughput", qm) or 0), (q, b)  # type: ignore[arg-type]
+    shares = [(q.wait_share, b.wait_share), (q.starved, b.starved),
+              (q.share("output_throughput", qm) or 0, b.share("output_throughput", bm) or 0)]  # type: ignore[arg-type]
+    assert b.wait_share > 0.15, (q, b)
+    # Each share rises clearly: it doubles, or, where the box was busy already and the quiet one was large (0.46-0.49
+    # beside CI's two loops), what is left of it halves: a share cannot pass 1, so it cannot always double.
+    assert all(busy > 2 * calm or 1 - busy < (1 - calm) / 2 for calm, busy in shares), (shares, q, b)
