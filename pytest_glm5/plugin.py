@@ -20,7 +20,7 @@ from .report import gateitems
 from .report.junit import properties, suite_level
 from .report.terminal import TerminalProgress, WorkerLines, header_lines
 from .servers.pool import ServerPool
-from .servers.process import ServerHandle, sigterm_as_interrupt
+from .servers.process import ServerHandle, interrupt_taken, sigterm_as_interrupt
 from .session import Glm5Session, RunError, TestItem
 from .settings import SETTINGS, Settings, SettingsError, Sources, check_writable_file, rootdir_trap
 
@@ -97,9 +97,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line(
             "markers", f"{marker}: needs compute capability {cc} GPUs (NVML); runs anyway with --glm5-sim or "
                        "--sglang-url")
-    restore = sigterm_as_interrupt()
-    if restore is not None:
-        config.add_cleanup(restore)
+    interrupts = sigterm_as_interrupt()
+    if interrupts is not None:
+        config.add_cleanup(interrupts.restore)
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """pytest took the interrupt (a SIGTERM's too): it is not sent again (servers/process.py Interrupts)."""
+    interrupt_taken()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -381,13 +381,61 @@ def in_finalizer(frame: FrameType | None) -> bool:
     return False
 
 
-def sigterm_as_interrupt() -> Callable[[], None] | None:
-    """Make SIGTERM end the run like Ctrl-C (so servers are stopped); returns the undo, None where not possible."""
+RESEND_S = 2.0  # a SIGTERM turned into an interrupt is sent again this often until pytest says it took it
+
+
+class Interrupts:
+    """SIGTERM as Ctrl-C for one run: `taken()` when pytest began handling the interrupt, `restore()` the handler
+    before. A KeyboardInterrupt can be swallowed where it lands (a finalizer, an event loop's callback; CI saw a run
+    go on past a SIGTERM about once in five), so one raised is sent again every RESEND_S until pytest takes it; after
+    that none is resent, so the stopping of the servers is never cut short by one of ours."""
+
+    def __init__(self) -> None:
+        self.previous = signal.getsignal(signal.SIGTERM)
+        self.taken_at: float | None = None
+        self._resending = False
+
+    def taken(self) -> None:
+        """pytest is handling the interrupt (pytest_keyboard_interrupt): no more resends."""
+        self.taken_at = time.monotonic()
+
+    def restore(self) -> None:
+        """The handler as it was before the run."""
+        self.taken()
+        signal.signal(signal.SIGTERM, self.previous)
+
+    def _resend(self) -> None:
+        while self.taken_at is None:
+            time.sleep(RESEND_S)
+            if self.taken_at is None:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    def raised(self) -> None:
+        """An interrupt was raised: see that it arrives (once per run, a daemon thread)."""
+        if not self._resending and self.taken_at is None:
+            self._resending = True
+            threading.Thread(target=self._resend, name="glm5-sigterm-resend", daemon=True).start()
+
+
+_INSTALLED: list[Interrupts] = []  # the process's SIGTERM handler is one: so is what it resends
+
+
+def interrupt_taken() -> None:
+    """pytest took the interrupt (its pytest_keyboard_interrupt hook): nothing is resent."""
+    for run in _INSTALLED:
+        run.taken()
+
+
+def sigterm_as_interrupt() -> Interrupts | None:
+    """Make SIGTERM end the run like Ctrl-C (so servers are stopped); None where not possible."""
     if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
         return None
-    previous = signal.getsignal(signal.SIGTERM)
+    run = Interrupts()
+    _INSTALLED[:] = [run]
 
     def on_term(signum: int, frame: FrameType | None) -> None:
+        if run.taken_at is not None and time.monotonic() - run.taken_at < RESEND_S:
+            return  # a resend already on its way when pytest took the first: never cut the servers' stop short
         if in_finalizer(frame):
             # An exception raised in a finalizer is printed and dropped ("Exception ignored in ..."): a SIGTERM that
             # lands in a __del__ (gc.collect before a load runs the event loop transports' ones) would be lost and
@@ -395,11 +443,8 @@ def sigterm_as_interrupt() -> Callable[[], None] | None:
             # it here would rerun this handler inside the same finalizer, recursing until the stack overflows).
             threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
             return
+        run.raised()
         raise KeyboardInterrupt("SIGTERM")
 
     signal.signal(signal.SIGTERM, on_term)
-
-    def restore() -> None:
-        signal.signal(signal.SIGTERM, previous)
-
-    return restore
+    return run
