@@ -120,13 +120,11 @@ class Answering:
         if not self.canary_on and not self.questions:
             return
         for config, (hw, model) in wanted.items():
-            path = answers_path(baseline_path(self.root, hw, model))
-            if path not in self.stores:
-                self.stores[path] = AnswerStore(path)
-            asked = self.stores[path].canary_asked(config)
+            store = self._store_at(hw, model)
+            asked = store.canary_asked(config)
             if self.canary_on and not self.establishing and asked is not None and asked != canary.asked_id():
-                raise AnswersError(f"{path}: the canary replies of {config} answered other prompts (digest {asked}; "
-                                   f"this version asks {canary.asked_id()}): record them again with "
+                raise AnswersError(f"{store.path}: the canary replies of {config} answered other prompts (digest "
+                                   f"{asked}; this version asks {canary.asked_id()}): record them again with "
                                    "--update-baselines, or restore the file from git")
 
     def coverage(self) -> str | None:
@@ -146,15 +144,25 @@ class Answering:
         out = dict(self.told_unchecked)
         if self.establishing or not (self.canary_on or self.questions):
             return out
-        for config in dict.fromkeys(a.config for a in self.launches.values()):
-            mine = [a for a in self.launches.values() if a.config == config]
+        for config, mine in self._by_config().items():
             if not any(a.canary is not None or a.accuracy is not None for a in mine):
                 why = next((n for a in mine for n in (a.canary_note, a.accuracy_note) if n), "no check ran")
                 out[config] = why.removeprefix("canary: ")
         return out
 
+    def _by_config(self) -> dict[str, list[LaunchAnswers]]:
+        """The run's launches by config, in the order the configs first launched."""
+        out: dict[str, list[LaunchAnswers]] = {}
+        for a in self.launches.values():
+            out.setdefault(a.config, []).append(a)
+        return out
+
     def _store(self, prov: Provenance) -> AnswerStore:
-        path = answers_path(baseline_path(self.root, prov.hardware, prov.model))
+        return self._store_at(prov.hardware, prov.model)
+
+    def _store_at(self, hardware: str, model: str) -> AnswerStore:
+        """The answers file of a (hardware, model), read once a run."""
+        path = answers_path(baseline_path(self.root, hardware, model))
         if path not in self.stores:
             self.stores[path] = AnswerStore(path)
         return self.stores[path]
@@ -204,8 +212,7 @@ class Answering:
         """What the checks took, per config, for the launch costs: the canary's median a launch, the accuracy set
         and its size, and all the checks of its first launch (which its first launch's measuring held)."""
         out: dict[str, dict[str, float]] = {}
-        for config in dict.fromkeys(a.config for a in self.launches.values()):
-            mine = [a for a in self.launches.values() if a.config == config]
+        for config, mine in self._by_config().items():
             canary_s = sorted(a.canary_s for a in mine if a.canary_s is not None)
             timed: dict[str, float] = {"first_s": (mine[0].canary_s or 0.0) + (mine[0].accuracy_s or 0.0)}
             if canary_s:
@@ -273,10 +280,7 @@ class Answering:
         self.recording = False  # once: an xdist worker's session closes twice
         out = self.recorded
         written: dict[Path, AnswerStore] = {}  # the files this recording changed
-        by_config: dict[str, list[LaunchAnswers]] = {}
-        for a in self.launches.values():
-            by_config.setdefault(a.config, []).append(a)
-        for config, launches in by_config.items():
+        for config, launches in self._by_config().items():
             wrong = next((a.invalid for a in launches if a.invalid), None)
             if wrong:
                 out.append(f"{config}: answers not recorded, nor its figures: {wrong}")
@@ -326,8 +330,7 @@ class Answering:
         """The summary's answer lines, a config at a time: each failed canary, the others counted, the accuracy
         (then what the xdist workers told)."""
         out: list[str] = []
-        for config in dict.fromkeys(a.config for a in self.launches.values()):
-            mine = [a for a in self.launches.values() if a.config == config]
+        for config, mine in self._by_config().items():
             checked = [a.canary for a in mine if a.canary is not None]
             out += [f"{config}: {c.line()}" for c in checked if not c.ok]
             held = [c for c in checked if c.ok]

@@ -296,27 +296,25 @@ def series_of(runs: Sequence[dict[str, Any]], config: str | None = None, metric:
     return list(out.values())
 
 
+def _gather(root: Path, paths: Iterable[Path]) -> Store:
+    """The runs of these stores, store after store, and every line they skipped."""
+    out = Store(root, [])
+    for path in paths:
+        st = load(path)
+        out.runs += st.runs
+        out.skipped += st.skipped
+    return out
+
+
 def load_dir(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every run of every store under root, and the skipped-line notes."""
-    runs: list[dict[str, Any]] = []
-    notes: list[str] = []
-    for path in stores(root):
-        st = load(path)
-        runs += st.runs
-        notes += st.skipped
-    return runs, notes
+    st = _gather(root, stores(root))
+    return st.runs, st.skipped
 
 
 def for_run(root: Path, keys: Iterable[tuple[str, str]]) -> Store:
     """The runs of the stores of these (hardware, model) keys (missing stores: none), and the lines skipped."""
-    out = Store(root, [])
-    for hardware, model in keys:
-        path = store_path(root, hardware, model)
-        if path.exists():
-            st = load(path)
-            out.runs += st.runs
-            out.skipped += st.skipped
-    return out
+    return _gather(root, [path for hw, model in keys if (path := store_path(root, hw, model)).exists()])
 
 
 class Reader:
