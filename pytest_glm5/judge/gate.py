@@ -9,7 +9,7 @@ from typing import Any
 
 from ..configs import ServerConfig
 from ..energy import merged_power, power_change
-from ..load.types import BenchResult, Workload, trace_identity
+from ..load.types import BEHIND, BenchResult, Workload, trace_identity
 from ..metrics import (
     cdf_points,
     geometric_mean,
@@ -206,7 +206,7 @@ class Statistics:
     effect: float = DEFAULT_EFFECT
     max_repeats: int | None = None  # new launches (nightly, default 5) or launches per arm (A/B, default 8)
     ab: tuple[str, str] | None = None
-    lag_limit: float = 0.02  # an emulator behind its model for more of the run than this measured the host
+    lag_limit: float = BEHIND  # an emulator behind its model for more of the run than this measured the host
 
     @classmethod
     def from_settings(cls, s: Settings) -> Statistics:

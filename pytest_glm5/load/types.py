@@ -186,6 +186,11 @@ class RequestShape:
         return ", ".join(parts)
 
 
+# An emulator behind its own model for more of a run than this measured the host, not the model: the gate does not
+# judge the run (judge/gate.py), and the load measures such a point again on a slower clock (load/clock.py).
+BEHIND = 0.02
+
+
 @dataclass
 class BenchResult:
     """What one Workload measured: metrics by bench_serving's names, the records, and the server's identity."""
@@ -209,6 +214,7 @@ class BenchResult:
     build: str = ""
     arm: str = ""  # A/B: "A" or "B", the position in the ABBA block (an A/A run has one build in both arms)
     lag_s: float | None = None  # seconds an emulator fell behind its own model during the run (None: not known)
+    clock: float = 1.0  # the emulator ran this many times slower than its launch's clock; figures converted back
     cotenants: list[str] = field(default_factory=list)  # other servers holding GPUs of the machine meanwhile
     client: ClientLoad | None = None  # what the load client cost itself over the measured window
     cache_note: str | None = None  # the prefix cache could not be flushed before the window: it says why
@@ -252,6 +258,7 @@ class BenchResult:
             "build": self.build,
             "arm": self.arm,
             "emulator_lag_s": self.lag_s,
+            "emulator_clock": self.clock,
             "cotenants": self.cotenants,
             "client": self.client.to_dict() if self.client is not None else None,
             "cache_note": self.cache_note,

@@ -281,6 +281,22 @@ async def handle_sim_requests(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
+async def handle_sim_clock(request: web.Request) -> web.Response:
+    """Not SGLang's: POST `{"factor": 4}` runs the model's clock that many times slower than the launch's time scale
+    (1 restores it), so a point whose requests cost the host more CPU than the launch's clock leaves it is measured
+    at a clock the emulator keeps (the plugin converts its figures back: load/clock.py). The launch's own time scale,
+    the one /server_info reports and the baselines are keyed by, never changes."""
+    srv: SimServer = request.app["srv"]
+    try:
+        factor = float((await request.json())["factor"])
+    except (ValueError, KeyError, TypeError):
+        return web.json_response({"error": 'POST {"factor": F}, F a number from 1 to 64'}, status=400)
+    if not 1.0 <= factor <= 64.0:
+        return web.json_response({"error": f"factor {factor:g} is outside 1 to 64"}, status=400)
+    srv.engine.scale = srv.scale * factor
+    return web.json_response({"time_scale": srv.scale, "factor": factor})
+
+
 async def handle_generate(request: web.Request) -> web.StreamResponse:
     """SGLang's native POST /generate: cumulative text and meta_info per chunk, then [DONE]."""
     srv: SimServer = request.app["srv"]
@@ -514,6 +530,7 @@ def build_app(srv: SimServer) -> web.Application:
     app.router.add_post("/v1/chat/completions", handle_chat)
     app.router.add_route("*", "/flush_cache", handle_flush)
     app.router.add_get("/sim/requests", handle_sim_requests)
+    app.router.add_post("/sim/clock", handle_sim_clock)
     if srv.args.get("enable_metrics"):
         app.router.add_get("/metrics", handle_metrics)
     return app

@@ -84,6 +84,11 @@ class Engine(ABC):
         """Seconds an emulated server fell behind its own model so far (None: a real engine, or not known)."""
         return None
 
+    def slow_clock(self, url: str, factor: float) -> bool:
+        """Run the server's model `factor` times slower than its launch's clock (1: as launched); False where it has
+        no such clock (a real engine keeps its own time)."""
+        return False
+
     @abstractmethod
     def version(self) -> str:
         """The engine's version (part of the reuse fingerprint); raises EngineError if not installed."""

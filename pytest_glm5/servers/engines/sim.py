@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import signal
 import sys
+import urllib.request
 from typing import Any
 
 from ... import __version__, proxies
@@ -100,6 +102,16 @@ class SimEngine(SpeaksSGLang):
                 with contextlib.suppress(ValueError, IndexError):
                     return float(line.split()[-1])
         return None
+
+    def slow_clock(self, url: str, factor: float) -> bool:
+        """POST /sim/clock: the emulator's model `factor` times slower than its launch's time scale (True: it is)."""
+        body = json.dumps({"factor": factor}).encode()
+        req = urllib.request.Request(url + "/sim/clock", data=body, headers={"Content-Type": "application/json"})
+        try:
+            with proxies.opener(url).open(req, timeout=5) as resp:
+                return bool(resp.status == 200)
+        except (OSError, ValueError):
+            return False  # an older emulator, or one that died: the launch's clock, and its lag says the rest
 
     def version(self) -> str:
         """SGLang's version as emulated, and ours."""
