@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from .energy import EnergyMeter
+from .energy import Window as EnergyWindow
 from .load import clock, servermetrics
 from .load.client import PREFLIGHT_TIMEOUT_S, run_workload
 from .load.types import BenchError, BenchResult, Unreachable, Workload
@@ -45,29 +46,35 @@ def measure(server: ServerHandle, workload: Workload, progress: Progress | None 
         by = slower
 
 
+class _CompileWatch:
+    """Whether the server's log says a compile is under way: a stall then is a pause, not a hang."""
+
+    def __init__(self, server: ServerHandle) -> None:
+        self.server = server
+        self.log = server.log_path
+        self.seen = self.log.stat().st_size if self.log and self.log.exists() else 0
+        self.open: str | None = None
+
+    def __call__(self) -> str | None:
+        # A new compile line since the last look, or a started one (FlashInfer's "Loading JIT ops") not yet
+        # finished. An old, finished one excuses nothing.
+        if self.log is None or not self.log.exists():
+            return None
+        size = self.log.stat().st_size
+        lines = _read_from(self.log, self.seen)
+        self.seen = size
+        news = [ln for ln in lines if self.server.engine.compiling_line([ln])]
+        for line in news:
+            self.open = None if "Finished" in line else line.strip()
+        return self.server.engine.compiling_line(news) or self.open
+
+
 def _measure_at(server: ServerHandle, workload: Workload, progress: Progress | None, by: float) -> Measured:
     t0 = time.monotonic()
 
     def died() -> str | None:
         code = server.exit_code()
         return None if code is None else f"server exited ({forensics.describe_exit(code)})"
-
-    log = server.log_path
-    seen = [log.stat().st_size if log and log.exists() else 0]
-    open_compile: list[str | None] = [None]
-
-    def compiling() -> str | None:
-        # A stall is a pause while the log says a compile is under way: a new compile line since the last look, or
-        # a started one (FlashInfer's "Loading JIT ops") not yet finished. An old, finished one excuses nothing.
-        if log is None or not log.exists():
-            return None
-        size = log.stat().st_size
-        lines = _read_from(log, seen[0])
-        seen[0] = size
-        news = [ln for ln in lines if server.engine.compiling_line([ln])]
-        for line in news:
-            open_compile[0] = None if "Finished" in line else line.strip()
-        return server.engine.compiling_line(news) or open_compile[0]
 
     nvml = load_nvml()
     sampler = Sampler(nvml).start() if nvml is not None else None
@@ -82,38 +89,51 @@ def _measure_at(server: ServerHandle, workload: Workload, progress: Progress | N
     try:
         label = f"{server.config.name} {workload.label()}"
         said = (lambda line, elapsed: progress(label, elapsed, line, "measuring")) if progress is not None else None
-        result = run_workload(server.url, workload, stop_check=died, model_hint=server.model, busy_check=compiling,
-                              progress=said)
+        result = run_workload(server.url, workload, stop_check=died, model_hint=server.model,
+                              busy_check=_CompileWatch(server), progress=said)
     except BenchError as exc:
-        code = server.exit_code()
-        if code is not None:
-            return Measured(None, forensics.crash_report(server, code, time.monotonic() - t0, 0, 0,
-                                                         workload.concurrency))
-        if isinstance(exc, Unreachable) and server.pid is not None:
-            # Our own process is alive, so the URL is right: it is the server that does not answer.
-            why = f"nothing answered within {PREFLIGHT_TIMEOUT_S:g} s ({exc.cause})"
-            return Measured(None, forensics.not_answering(server, process_state(server.pid), why),
-                            not_answering=True)
-        return Measured(None, f"{server.config.name}: {exc}")
+        return _no_result(server, workload, exc, t0)
     finally:
         if by != 1.0:
             server.engine.slow_clock(server.url, 1.0)  # the canary, the stability run and the next point: as launched
         telemetry = sampler.stop() if sampler is not None else None
         window = meter.stop(power_samples(telemetry)) if meter is not None else None
     result.telemetry = telemetry
-    if window is not None and window.joules:
-        result.energy = window
-        if window.total_j > 0:
-            result.metrics["output_tokens_per_joule"] = result.tokens_total / window.total_j
-            if result.completed_total:  # the energy a request cost: lower is better, as a latency
-                result.metrics["joules_per_request"] = window.total_j / result.completed_total
+    _count_energy(result, window)
     result.server = servermetrics.view(counted, servermetrics.snapshot(server.url) if counted is not None else None)
     if result.server is not None:
         result.server_note = result.server.mismatch(result.completed_total, result.tokens_total)
     after = server.engine.lag_seconds(server.url) if behind is not None else None
     if behind is not None and after is not None:
         result.lag_s = max(0.0, after - behind)
-    result = clock.on_launch_clock(result, by)
+    return _ended(server, clock.on_launch_clock(result, by), t0)
+
+
+def _no_result(server: ServerHandle, workload: Workload, exc: BenchError, t0: float) -> Measured:
+    """Why a run that raised measured nothing: the server's death, a server that does not answer, or the error."""
+    code = server.exit_code()
+    if code is not None:
+        return Measured(None, forensics.crash_report(server, code, time.monotonic() - t0, 0, 0, workload.concurrency))
+    if isinstance(exc, Unreachable) and server.pid is not None:
+        # Our own process is alive, so the URL is right: it is the server that does not answer.
+        why = f"nothing answered within {PREFLIGHT_TIMEOUT_S:g} s ({exc.cause})"
+        return Measured(None, forensics.not_answering(server, process_state(server.pid), why), not_answering=True)
+    return Measured(None, f"{server.config.name}: {exc}")
+
+
+def _count_energy(result: BenchResult, window: EnergyWindow | None) -> None:
+    """The energy NVML counted over the run, and the tokens and requests it bought."""
+    if window is None or not window.joules:
+        return
+    result.energy = window
+    if window.total_j > 0:
+        result.metrics["output_tokens_per_joule"] = result.tokens_total / window.total_j
+        if result.completed_total:  # the energy a request cost: lower is better, as a latency
+            result.metrics["joules_per_request"] = window.total_j / result.completed_total
+
+
+def _ended(server: ServerHandle, result: BenchResult, t0: float) -> Measured:
+    """The result, with the report of the hang or death that ended it early."""
     if result.stalled:
         return Measured(result, forensics.hang_report(
             server, result.aborted, time.monotonic() - t0, result.workload.concurrency,
@@ -123,7 +143,7 @@ def _measure_at(server: ServerHandle, workload: Workload, progress: Progress | N
         # The death may end every request before the watcher's next look: the process state decides.
         return Measured(result, forensics.crash_report(
             server, code if code is not None else -9, time.monotonic() - t0, int(result.metrics["completed"]),
-            result.in_flight_at_abort, workload.concurrency, failed=cut_off(result)))
+            result.in_flight_at_abort, result.workload.concurrency, failed=cut_off(result)))
     return Measured(result)
 
 

@@ -53,6 +53,17 @@ PLUGIN_MAX_LINES = 350
 # The session coordinates; what it grows that computes belongs to a collaborator (servers/machine.py, judge/plan.py,
 # report/terminal.Summary, ...). It reached 931 lines before the third floor plan.
 SESSION_MAX_LINES = 550
+# Every module and every function has a cap, so the next gravity well is stopped where it starts: a module past
+# MODULE_MAX_LINES holds two jobs, a function past FUNCTION_MAX_LINES holds steps that want names. Today's exceptions
+# are listed and may only shrink: an entry back under its cap must leave the list (the test says so).
+MODULE_MAX_LINES = 500
+FUNCTION_MAX_LINES = 60
+MODULES_OVER = {"cli", "judge.baselines", "judge.gate", "load.client", "session", "settings", "sim.app"}
+FUNCTIONS_OVER = {
+    "judge.baselines._validate", "judge.baselines.write_updates", "judge.gate.PerfGate._judge",
+    "load.client.LoadRunner._run", "report.markdown.render", "report.outcome.decide",
+    "report.terminal.summary_lines", "servers.pool.ServerPool.get", "sim.args.build_parser", "sim.chat.handle_chat",
+}
 
 
 def wing_of(module: str) -> str:
@@ -169,6 +180,56 @@ def test_session_py_only_coordinates() -> None:
 def test_plugin_py_only_wires() -> None:
     lines = len((PKG / "plugin.py").read_text(encoding="utf-8").splitlines())
     assert lines <= PLUGIN_MAX_LINES, f"plugin.py has {lines} lines: move what it computes into session.py"
+
+
+def sizes() -> tuple[dict[str, int], dict[str, int]]:
+    """Lines of every module, and of every function by its dotted name (`judge.gate.PerfGate._judge`)."""
+    modules: dict[str, int] = {}
+    functions: dict[str, int] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        module = _module(path) or ROOT
+        text = path.read_text(encoding="utf-8")
+        modules[module] = len(text.splitlines())
+
+        def visit(node: ast.AST, prefix: str) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    name = f"{prefix}.{child.name}"
+                    if not isinstance(child, ast.ClassDef):
+                        functions[name] = (child.end_lineno or child.lineno) - child.lineno + 1
+                    visit(child, name)
+
+        visit(ast.parse(text), module)
+    return modules, functions
+
+
+def oversized(modules: dict[str, int], functions: dict[str, int]) -> list[str]:
+    """Every module and function over its cap and not allowed, and every allowance no longer needed."""
+    out = [f"{m} has {n} lines (at most {MODULE_MAX_LINES}): give the second job a module of its own"
+           for m, n in modules.items() if n > MODULE_MAX_LINES and m not in MODULES_OVER]
+    out += [f"{f} has {n} lines (at most {FUNCTION_MAX_LINES}): name its steps as functions"
+            for f, n in functions.items() if n > FUNCTION_MAX_LINES and f not in FUNCTIONS_OVER]
+    out += [f"{m} is within {MODULE_MAX_LINES} lines now: take it off MODULES_OVER"
+            for m in MODULES_OVER if modules.get(m, 0) <= MODULE_MAX_LINES]
+    out += [f"{f} is within {FUNCTION_MAX_LINES} lines now: take it off FUNCTIONS_OVER"
+            for f in FUNCTIONS_OVER if functions.get(f, 0) <= FUNCTION_MAX_LINES]
+    return out
+
+
+def test_no_module_or_function_grows_past_its_cap() -> None:
+    assert oversized(*sizes()) == []
+
+
+def test_a_planted_oversize_and_a_stale_allowance_are_caught() -> None:
+    modules, functions = sizes()
+    modules["judge.verdicts"] = MODULE_MAX_LINES + 1
+    functions["judge.held.shape"] = FUNCTION_MAX_LINES + 1
+    functions["judge.gate.PerfGate._judge"] = 10
+    found = oversized(modules, functions)
+    assert f"judge.verdicts has {MODULE_MAX_LINES + 1} lines (at most {MODULE_MAX_LINES}): give the second job a " \
+           "module of its own" in found
+    assert any(f.startswith("judge.held.shape has") for f in found)
+    assert "judge.gate.PerfGate._judge is within 60 lines now: take it off FUNCTIONS_OVER" in found
 
 
 def test_every_module_has_a_wing_and_every_wing_a_module() -> None:
