@@ -317,6 +317,23 @@ def _better(kind: str, new: float, old: float) -> bool:
     return new > old if kind == "floor" else new < old
 
 
+def _fill(entry: Any, kind: str, value: float, v: Verdict, detectable: Callable[[float, int], float] | None) -> None:
+    """An entry's bound, measured value, spread, workload and reference launches from the verdict that records it."""
+    entry[kind] = value
+    entry["measured"] = value
+    if v.spread:
+        entry["spread"] = _inline({k: (round(x, 4) if isinstance(x, float) else x) for k, x in v.spread.items()})
+    if v.workload:
+        entry["workload"] = _inline(v.workload)
+    if v.launches:
+        entry["launches"] = [round(x, 4) for x in v.launches]
+        if detectable is not None and len(v.launches) >= 2 and min(v.launches) > 0:
+            entry["detectable"] = round(detectable(log_cv(v.launches), len(v.launches)), 4)
+    elif "launches" in entry:
+        del entry["launches"]  # a value from a run without launch data: the old launches are not its spread
+        entry.pop("detectable", None)
+
+
 def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any] | None = None,
                   today: str | None = None, lock_timeout: float = 60.0,
                   detectable: Callable[[float, int], float] | None = None,
@@ -347,21 +364,7 @@ def write_updates(path: Path, verdicts: list[Verdict], provenance: dict[str, Any
             if before is not None and v.verdict != Kind.REGRESSION and not moved and not _better(kind, value, before):
                 continue  # another writer recorded a better bound since this run read the file
             entry: Any = old if old is not None else tomlkit.table()
-            entry[kind] = value
-            entry["measured"] = value
-            if v.spread:
-                entry["spread"] = _inline({k: (round(x, 4) if isinstance(x, float) else x)
-                                           for k, x in v.spread.items()})
-            if v.workload:
-                entry["workload"] = _inline(v.workload)
-            if v.launches:
-                entry["launches"] = [round(x, 4) for x in v.launches]
-                if detectable is not None and len(v.launches) >= 2 and min(v.launches) > 0:
-                    cv = log_cv(v.launches)
-                    entry["detectable"] = round(detectable(cv, len(v.launches)), 4)
-            elif "launches" in entry:
-                del entry["launches"]  # a value from a run without launch data: the old launches are not its spread
-                entry.pop("detectable", None)
+            _fill(entry, kind, value, v, detectable)
             family = (v.config, v.scenario, latency_family(v.metric))
             if v.cdf and family not in drawn:
                 drawn.add(family)

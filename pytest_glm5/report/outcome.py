@@ -129,8 +129,8 @@ def nothing_measured(config_tests: int, gpu_skipped: Mapping[str, str], not_run:
     return f"{head} ({common})"
 
 
-def decide(f: Facts) -> Outcome:
-    """The run's outcome from its facts (value in, value out)."""
+def _failures(f: Facts) -> list[str]:
+    """What fails the run, worst first: wrong answers, another workload, regressions, crashes, failed tests."""
     reasons: list[str] = []
     wrong = {v.config: _wrong(v.note) for v in f.verdicts if v.verdict == Kind.INVALID}
     if wrong:  # first: a figure of a build that answers wrong is no figure at all
@@ -162,6 +162,11 @@ def decide(f: Facts) -> Outcome:
         reasons.append(f"{_n(len(f.errors), 'file')} not written ({f.errors[0]})")  # outputs, baselines, costs
     if f.interrupted:
         reasons.append("interrupted")
+    return reasons
+
+
+def _notes(f: Facts, reasons: list[str]) -> list[str]:
+    """What the outcome line says beside its verdict (a blind config is a failure where baselines are required)."""
     notes: list[str] = []
     expected = [n for n in f.problems if n in f.known]
     if expected:
@@ -182,6 +187,13 @@ def decide(f: Facts) -> Outcome:
         notes.append(series_total(f.verdicts))
     if f.coverage and f.verdicts:
         notes.append(f.coverage)
+    return notes
+
+
+def decide(f: Facts) -> Outcome:
+    """The run's outcome from its facts (value in, value out)."""
+    reasons = _failures(f)
+    notes = _notes(f, reasons)
     if f.nothing_measured is not None and not f.verdicts:
         head = f"nothing measured: {f.nothing_measured}"
         if f.require or reasons:

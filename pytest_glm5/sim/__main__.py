@@ -1,5 +1,5 @@
 """`python -m pytest_glm5.sim`: the SGLang emulator."""
 
-from .app import main
+from .lifecycle import main
 
 raise SystemExit(main())

@@ -1,20 +1,14 @@
-"""The emulator's HTTP server: SGLang 0.5.23's endpoints and their shapes, on aiohttp.
-
-Lifecycle as in SGLang: load weights (no listener yet), start HTTP, run one warmup request through the
-scheduler, then `/ready` turns 200 and "The server is fired up and ready to roll!" is logged.
-"""
+"""The emulator's HTTP server: the modelled server's state (`SimServer`) and SGLang 0.5.23's generation endpoints
+and their shapes, on aiohttp; the rest of its routes are sim/info.py's, its lifecycle sim/lifecycle.py's."""
 
 from __future__ import annotations
 
 import asyncio
-import faulthandler
-import gc
 import logging
 import math
 import os
 import random
 import shlex
-import signal
 import sys
 import time
 import uuid
@@ -25,14 +19,21 @@ from typing import Any
 
 from aiohttp import web
 
-from .. import __version__
-from ..spec.sglang import VERSION as SGLANG_VERSION
-from ..spec.sglang import gpus_needed
 from . import sse
 from .answers import Answers
 from .args import parse_args, sglang_args
 from .chat import Reasoning, handle_chat
 from .engine import AsyncEngine, Scheduler, SimRequest, Step
+from .info import (
+    handle_flush,
+    handle_health,
+    handle_metrics,
+    handle_model_info,
+    handle_models,
+    handle_server_info,
+    handle_sim_clock,
+    handle_sim_requests,
+)
 from .prefix import PrefixCache, blocks_of
 from .profile import Model, ProfileError, load_profile, resolve
 
@@ -48,7 +49,8 @@ def _ts() -> str:
     return datetime.now().strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _say(msg: str, rank: int | None = None) -> None:
+def say(msg: str, rank: int | None = None) -> None:
+    """One log line as SGLang writes it: `[time TPn] message`."""
     tag = f"{_ts()} TP{rank}" if rank is not None else _ts()
     print(f"[{tag}] {msg}", flush=True)
 
@@ -149,7 +151,7 @@ class SimServer:
         self.gen_throughput = (s.generation_tokens_total - self._log_tokens) / elapsed
         self._log_tokens, self._log_t = s.generation_tokens_total, now
         usage = s.kv_used / max(1, self.model.kv_capacity_tokens)
-        _say(f"Decode batch, #running-req: {len(s.running)}, #token: {s.kv_used}, token usage: {usage:.2f}, "
+        say(f"Decode batch, #running-req: {len(s.running)}, #token: {s.kv_used}, token usage: {usage:.2f}, "
              f"cuda graph: {not self.args.get('disable_cuda_graph', False)}, "
              f"gen throughput (token/s): {self.gen_throughput:.2f}, #queue-req: {len(s.waiting)}", 0)
 
@@ -264,37 +266,6 @@ async def _arrival(request: web.Request, handler: Any) -> web.StreamResponse:
         _BUSY.discard(key)
         _ARRIVALS.pop(key, None)
     return response
-
-
-async def handle_sim_requests(request: web.Request) -> web.Response:
-    """Not SGLang's: the emulator's own times of each finished request (seconds on its perf_counter): received (its
-    handler started), first and last token written to the stream, and the scheduler's own moments; the ground truth
-    a client's TTFT, ITL and E2E are checked against (native /generate).
-    `?clear=1` forgets them after answering."""
-    srv: SimServer = request.app["srv"]
-    body = [{"received": r.received_at, "first_token": r.sent_first_at, "last_token": r.sent_last_at,
-             "scheduled": r.arrival, "model_first_token": r.first_token_at, "model_last_token": r.finished_at,
-             "output_tokens": r.generated, "prompt_tokens": r.prompt_len}
-            for r in srv.finished if r.sent_last_at]
-    if request.query.get("clear"):
-        srv.finished.clear()
-    return web.json_response(body)
-
-
-async def handle_sim_clock(request: web.Request) -> web.Response:
-    """Not SGLang's: POST `{"factor": 4}` runs the model's clock that many times slower than the launch's time scale
-    (1 restores it), so a point whose requests cost the host more CPU than the launch's clock leaves it is measured
-    at a clock the emulator keeps (the plugin converts its figures back: load/clock.py). The launch's own time scale,
-    the one /server_info reports and the baselines are keyed by, never changes."""
-    srv: SimServer = request.app["srv"]
-    try:
-        factor = float((await request.json())["factor"])
-    except (ValueError, KeyError, TypeError):
-        return web.json_response({"error": 'POST {"factor": F}, F a number from 1 to 64'}, status=400)
-    if not 1.0 <= factor <= 64.0:
-        return web.json_response({"error": f"factor {factor:g} is outside 1 to 64"}, status=400)
-    srv.engine.scale = srv.scale * factor
-    return web.json_response({"time_scale": srv.scale, "factor": factor})
 
 
 async def handle_generate(request: web.Request) -> web.StreamResponse:
@@ -412,106 +383,6 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
         srv.in_flight -= 1
 
 
-async def handle_health(request: web.Request) -> web.Response:
-    """/health and /health_generate: 503 until warmup is done, then 200."""
-    srv: SimServer = request.app["srv"]
-    return web.Response(status=200 if srv.status == "Up" else 503)
-
-
-async def handle_model_info(request: web.Request) -> web.Response:
-    """GET /model_info."""
-    srv: SimServer = request.app["srv"]
-    a = srv.args
-    return web.json_response({
-        "model_path": a["model_path"], "tokenizer_path": a.get("tokenizer_path") or a["model_path"],
-        "served_model_name": a["served_model_name"], "is_generation": True, "preferred_sampling_params": None,
-        "weight_version": "default", "load_format": a.get("load_format", "auto"),
-        "reasoning_parser": a.get("reasoning_parser"),
-        "tool_call_parser": None, "disaggregation_mode": "null", "has_image_understanding": False,
-        "has_audio_understanding": False, "model_type": srv.model.model_type,
-        "architectures": [srv.model.architecture]})
-
-
-async def handle_server_info(request: web.Request) -> web.Response:
-    """GET /server_info: resolved args, launch command, version, and the emulator's own settings."""
-    srv: SimServer = request.app["srv"]
-    body = dict(srv.args)
-    body.update({
-        "launch_command": srv.launch_command,
-        "version": SGLANG_VERSION,
-        "startup_time": srv.startup_time,
-        "status": srv.status,
-        "internal_states": [{"last_gen_throughput": srv.gen_throughput, "avg_spec_accept_length": None}],
-        "max_total_num_tokens": srv.model.kv_capacity_tokens,
-        "gpu": srv.model.gpu,
-        "sim": {
-            "emulator": f"pytest-glm5 {__version__}",
-            "profile": srv.model.name,
-            "time_scale": srv.scale,
-            "slowdown": srv.ns.sim_slowdown,
-            "prefill_slowdown": srv.ns.sim_prefill_slowdown,
-            "reasoning_scale": srv.ns.sim_reasoning_scale,
-            "noise_cv": srv.model.noise_cv,
-            "launch_cv": srv.model.launch_cv,
-            "launch_factor": round(srv.model.launch_factor, 6),
-            "seed": srv.ns.sim_seed,
-            "rules": list(srv.model.applied_rules),
-            "gpus": gpus_needed(srv.args).count,
-            "devices": srv.devices,
-        },
-    })
-    return web.json_response(body)
-
-
-async def handle_models(request: web.Request) -> web.Response:
-    """GET /v1/models."""
-    srv: SimServer = request.app["srv"]
-    name = srv.args["served_model_name"]
-    return web.json_response({"object": "list", "data": [
-        {"id": name, "object": "model", "created": int(srv.started), "owned_by": "sglang", "root": name,
-         "max_model_len": srv.model.context_length}]})
-
-
-async def handle_flush(request: web.Request) -> web.Response:
-    """/flush_cache: 200 when idle, 400 while requests run (as SGLang after its timeout)."""
-    srv: SimServer = request.app["srv"]
-    if srv.scheduler.running or srv.scheduler.waiting:
-        return web.Response(status=400, text="Cache not flushed. Please check the server log for details.")
-    if srv.scheduler.cache is not None:
-        srv.scheduler.cache.flush()
-    return web.Response(text="Cache flushed.\nPlease check backend logs for more details. "
-                             "(When there are running or waiting requests, the operation will not be performed.)\n")
-
-
-async def handle_metrics(request: web.Request) -> web.Response:
-    """Prometheus text with SGLang's metric names, plus sglang:sim_* about the emulator's own pacing."""
-    srv: SimServer = request.app["srv"]
-    s, e = srv.scheduler, srv.engine
-    label = f'{{model_name="{srv.args["served_model_name"]}"}}'
-    rows = [
-        ("sglang:prompt_tokens_total", "counter", s.prompt_tokens_total),
-        ("sglang:generation_tokens_total", "counter", s.generation_tokens_total),
-        ("sglang:cached_tokens_total", "counter", s.cached_tokens_total),
-        ("sglang:num_requests_total", "counter", s.requests_total),
-        ("sglang:num_running_reqs", "gauge", len(s.running)),
-        ("sglang:num_queue_reqs", "gauge", len(s.waiting)),
-        ("sglang:gen_throughput", "gauge", srv.gen_throughput),
-        ("sglang:token_usage", "gauge", s.kv_used / max(1, srv.model.kv_capacity_tokens)),
-        ("sglang:max_total_num_tokens", "gauge", srv.model.kv_capacity_tokens),
-        ("sglang:sim_max_running_reqs", "gauge", s.max_running_seen),
-        ("sglang:sim_max_in_flight_requests", "gauge", srv.max_in_flight),
-        ("sglang:sim_lag_seconds", "gauge", e.lag_s),
-        ("sglang:sim_max_lag_seconds", "gauge", e.max_lag_s),
-        ("sglang:sim_behind_seconds_total", "counter", e.behind_s_total),
-        ("sglang:sim_busy_seconds_total", "counter", e.busy_s_total),
-        ("sglang:sim_coalesce_factor", "gauge", e.coalesce),
-    ]
-    lines = []
-    for name, kind, value in rows:
-        lines += [f"# TYPE {name} {kind}", f"{name}{label} {float(value)}"]
-    return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
-
-
 def build_app(srv: SimServer) -> web.Application:
     """The aiohttp application with SGLang's routes."""
     _stamp_arrivals()
@@ -534,124 +405,3 @@ def build_app(srv: SimServer) -> web.Application:
     if srv.args.get("enable_metrics"):
         app.router.add_get("/metrics", handle_metrics)
     return app
-
-
-async def _load(srv: SimServer) -> None:
-    m, a = srv.model, srv.args
-    _say(f"server_args=ServerArgs(model_path='{a['model_path']}', tp_size={a['tp_size']}, "
-         f"ep_size={a['ep_size']}, pp_size={a['pp_size']}, moe_runner_backend='{a['moe_runner_backend']}', "
-         f"quantization={a['quantization']!r}, max_running_requests={a['max_running_requests']}, "
-         f"mem_fraction_static={a['mem_fraction_static']}, port={a['port']}, ...)")
-    _say(f"Emulated by pytest-glm5 {__version__}: profile {m.name}, time scale {srv.scale}"
-         + (f", rules: {'; '.join(m.applied_rules)}" if m.applied_rules else ""))
-    total = m.load_s * srv.scale
-    shards = 20
-    _say(f"Load weight begin. avail mem={m.gpu.get('memory_gb', 0) - 1.2:.2f} GB", 0)
-    for i in range(1, shards + 1):
-        await asyncio.sleep(total / shards)
-        _say(f"Loading safetensors checkpoint shards: {100 * i // shards:3d}% Completed | {i}/{shards}", 0)
-    used = float(m.gpu.get("weights_gb_per_gpu", 0.0))
-    _say(f"Load weight end. type={m.architecture}, dtype=torch.bfloat16, "
-         f"avail mem={m.gpu.get('memory_gb', 0) - used:.2f} GB, mem usage={used:.2f} GB.", 0)
-    _say(f"KV Cache is allocated. #tokens: {m.kv_capacity_tokens}", 0)
-    _say(f"max_total_num_tokens={m.kv_capacity_tokens}, max_prefill_tokens={m.max_prefill_tokens}, "
-         f"max_running_requests={m.max_running_requests}, context_len={m.context_length}", 0)
-
-
-async def _warmup(srv: SimServer) -> None:
-    _say("Start of warmup: POST /generate max_new_tokens=8")
-    await asyncio.sleep(srv.model.warmup_s * srv.scale)
-    failure = srv.model.failure
-    if failure and failure.phase == "warmup":
-        srv.fail(failure.kind, failure.exit_code)
-    req = srv.new_request(4, 8, True)
-    await srv.wait_finished(req)
-    srv.in_flight -= 1
-    srv.status = "Up"
-    srv.startup_time = time.time() - srv.started
-    # What exists after warmup lives as long as the server: keep it out of every later collection,
-    # and spare the model's clock the full collections thousands of streams would trigger.
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 1_000_000)
-    _say("End of warmup")
-    _say("The server is fired up and ready to roll!")
-
-
-async def serve(srv: SimServer) -> int:
-    """Load, listen, warm up, then serve until SIGTERM/SIGINT or a modelled crash; return the exit code."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    engine_task = asyncio.ensure_future(srv.engine.run())
-    # SGLang stops at once on SIGTERM while it loads weights: the load must not hold the signal back.
-    loading = asyncio.ensure_future(_load(srv))
-    stopping = asyncio.ensure_future(stop.wait())
-    await asyncio.wait([loading, stopping], return_when=asyncio.FIRST_COMPLETED)
-    if stop.is_set():
-        loading.cancel()
-        engine_task.cancel()
-        _say("SIGTERM received during model load. Shutting down...")
-        return 0
-    stopping.cancel()
-    # On SIGTERM, streams still open get 5 s to finish (SGLang drains too), not aiohttp's default 60 s.
-    runner = web.AppRunner(build_app(srv), access_log=None, handle_signals=False, shutdown_timeout=5.0)
-    await runner.setup()
-    host, port = srv.args["host"], srv.args["port"]
-    try:
-        # uvicorn's backlog, which SGLang serves with: at aiohttp's 128, a burst of 256 connects met while the loop
-        # was busy lost SYNs, and those requests came a whole retransmit (1 s) later.
-        await web.TCPSite(runner, host, port, reuse_address=True, backlog=BACKLOG).start()
-    except OSError as exc:
-        _say(f"ERROR: [Errno {exc.errno}] error while attempting to bind on address ({host!r}, {port}): "
-             f"{exc.strerror}")
-        return 1
-    print(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", flush=True)
-    warm = asyncio.ensure_future(_warmup(srv))
-    stopper = asyncio.ensure_future(stop.wait())
-    await asyncio.wait([engine_task, stopper], return_when=asyncio.FIRST_COMPLETED)
-    warm.cancel()
-    if srv.engine.crash:
-        failure = srv.model.failure
-        srv.fail(srv.engine.crash, failure.exit_code if failure else 1)
-    _say("SIGTERM received. signum=15, frame=None. Draining requests and shutting down...")
-    srv.status = "Shutting down"
-    engine_task.cancel()
-    await runner.cleanup()
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`glm5 sim ARGS` / `python -m pytest_glm5.sim ARGS`."""
-    logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
-    srv = SimServer(list(sys.argv[1:] if argv is None else argv))
-    _set_parent_death_signal()
-    faulthandler.register(signal.SIGUSR1, file=sys.stdout, all_threads=True)
-    if srv.ns.sim_require_model_path and not os.path.exists(srv.args["model_path"]):
-        # SGLang's own words when the weights are not there (transformers' config loading).
-        print(f"OSError: Can't load the configuration of '{srv.args['model_path']}'. If you were trying to load it "
-              "from 'https://huggingface.co/models', make sure you don't have a local directory with the same "
-              f"name. Otherwise, make sure '{srv.args['model_path']}' is the correct path to a directory "
-              "containing a config.json file", flush=True)
-        return 1
-    have, need = len(srv.devices), gpus_needed(srv.args)
-    if need.count > have:
-        # What torch says when a rank's device does not exist (SGLang starts one process per GPU).
-        shown = os.environ.get("CUDA_VISIBLE_DEVICES")
-        print(f"RuntimeError: CUDA error: invalid device ordinal (this config needs {need.count} GPUs: {need.why}; "
-              f"the {srv.model.name} profile has {srv.model.gpu.get('count', 1)}"
-              + (f", CUDA_VISIBLE_DEVICES={shown} shows {have}" if shown is not None else "") + ")", flush=True)
-        return 1
-    return asyncio.run(serve(srv))
-
-
-def _set_parent_death_signal() -> None:
-    """Die with the parent that launched us (Linux), like a server under a killed pytest should."""
-    if os.environ.get("GLM5_PDEATHSIG") != "1" or not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    pr_set_pdeathsig = 1
-    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
