@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TypeVar
 
 from ..settings import parse_ratio, parse_url
+
+T = TypeVar("T")
 
 
 def int_list(text: str) -> list[int]:
@@ -18,14 +21,6 @@ def int_list(text: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
-
-
-def url(text: str) -> str:
-    """A server's base URL, checked as --sglang-url is."""
-    try:
-        return parse_url(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
@@ -54,21 +49,17 @@ def positive_float(text: str) -> float:
     return value
 
 
-def ratio(text: str) -> float:
-    """bench_serving's --random-range-ratio: a number in [0, 1]."""
-    try:
-        return parse_ratio(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
-
-
-def checked(parse: Callable[[str], float]) -> Callable[[str], float]:
+def checked(parse: Callable[[str], T]) -> Callable[[str], T]:
     """An argparse type from a settings check: its ValueError becomes argparse's one-line error."""
 
-    def run(text: str) -> float:
+    def run(text: str) -> T:
         try:
             return parse(text)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
 
     return run
+
+
+url = checked(parse_url)  # a server's base URL, checked as --sglang-url is
+ratio = checked(parse_ratio)  # bench_serving's --random-range-ratio: a number in [0, 1]
