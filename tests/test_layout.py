@@ -292,3 +292,45 @@ def test_a_planted_bare_verdict_word_is_caught(tmp_path: Path) -> None:
         assert bare_verdict_words([planted]) == ["report._planted_for_test:3 'regression'"]
     finally:
         planted.unlink()
+
+
+# The reports read a verdict's typed reason (judge/verdicts.Reason), never its prose: a note taken apart breaks the
+# day its wording changes (report/outcome.py split the canary's line, terminal.py the INVALID's tail).
+PROSE_READERS = ("report", "cli")
+_TAKE_APART = {"split", "rsplit", "startswith", "endswith", "partition", "rpartition", "removeprefix",
+               "removesuffix", "find", "rfind", "index", "rindex"}
+
+
+def _mentions_note(node: ast.AST) -> bool:
+    return any((isinstance(n, ast.Attribute) and n.attr == "note") or (isinstance(n, ast.Name) and n.id == "note")
+               for n in ast.walk(node))
+
+
+def note_readers(sources: dict[str, str]) -> list[str]:
+    """Every place a report or CLI module takes a note apart: a string method on it, or `... in note`."""
+    out = []
+    for module, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in _TAKE_APART and _mentions_note(node.func.value):
+                out.append(f"{module}:{node.lineno} .{node.func.attr}() on a note")
+            if isinstance(node, ast.Compare) and any(isinstance(op, ast.In | ast.NotIn) for op in node.ops) \
+                    and any(_mentions_note(c) for c in node.comparators):
+                out.append(f"{module}:{node.lineno} `in` a note")
+    return out
+
+
+def _prose_sources() -> dict[str, str]:
+    return {_module(p): p.read_text(encoding="utf-8") for p in sorted(PKG.rglob("*.py"))
+            if wing_of(_module(p)) in PROSE_READERS}
+
+
+def test_no_report_takes_a_note_apart() -> None:
+    assert note_readers(_prose_sources()) == []
+
+
+def test_a_planted_note_reader_is_caught() -> None:
+    planted = {"report.x": ("def f(v):\n    a = (v.note or '').startswith('NO BASELINES')\n"
+                            "    return 'alone' in v.note\n")}
+    assert note_readers(planted) == ["report.x:2 .startswith() on a note", "report.x:3 `in` a note"]
+    assert _prose_sources() and all(wing_of(m) in PROSE_READERS for m in _prose_sources())

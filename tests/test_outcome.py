@@ -9,16 +9,20 @@ import re
 import pytest
 from plugin_helpers import FAKE_NVML, OUTPUTS, outcome_agrees, write_configs
 
-from pytest_glm5.judge.verdicts import Bound, Verdict
+from pytest_glm5.judge.verdicts import NO_BASELINES, Bound, Reason, Verdict
 from pytest_glm5.report.outcome import Facts, decide
 
 
-def v(kind: str, config: str = "tp8", note: str | None = None, change: float = -0.12) -> Verdict:
+def v(kind: str, config: str = "tp8", note: str | None = None, change: float = -0.12,
+      reason: Reason | None = None) -> Verdict:
     bound = Bound("output_throughput", "floor", 10.0, 0.05)
     out = Verdict(config, "single-stream", "output_throughput", 9.0, bound, kind)
-    out.note = note
+    out.note, out.reason = note, reason
     out.stat = {"change": change}  # type: ignore[typeddict-item]
     return out
+
+
+NO_TP8 = "NO BASELINES: tp8 has no entry"
 
 
 def test_every_way_a_run_can_end_is_one_outcome() -> None:
@@ -27,10 +31,10 @@ def test_every_way_a_run_can_end_is_one_outcome() -> None:
     assert passed.line == "PASSED: no regression; 2 series: 1 decided (1 pass), 1 not (1 unresolved)"
     reg = decide(Facts(verdicts=[v("regression"), v("pass")], regressed=[v("regression")]))
     assert reg.failed and reg.line.startswith("FAILED: 1 regression (tp8 single-stream output_throughput -12.0%)")
-    bare = decide(Facts(verdicts=[v("new", note="NO BASELINES: tp8 has no entry")]))
+    bare = decide(Facts(verdicts=[v("new", note=NO_TP8, reason=Reason(NO_BASELINES, NO_TP8))]))
     assert bare.status == "PASSED" and "NO BASELINES for tp8 (nothing gated there)" in bare.line
     # Under CI=true the same run fails its tests: the outcome counts pytest's failures and never reads PASSED.
-    required = decide(Facts(verdicts=[v("new", note="NO BASELINES: tp8 has no entry")], failed_tests=4))
+    required = decide(Facts(verdicts=[v("new", note=NO_TP8, reason=Reason(NO_BASELINES, NO_TP8))], failed_tests=4))
     assert required.failed and required.line.startswith("FAILED: 4 tests failed; NO BASELINES for tp8")
     crash = decide(Facts(problems={"ep8": "died", "tp8-trtllm": "tile"}, known=frozenset({"tp8-trtllm"})))
     assert crash.line == "FAILED: 1 config crashed or could not run (ep8); 1 known issue crashed as expected"

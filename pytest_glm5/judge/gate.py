@@ -26,13 +26,34 @@ from .baselines import BaselineError, BaselineStore, baseline_path, judge, model
 from .decide import Look, per_launch
 from .provenance import Provenance
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
-from .verdicts import NOT_JUDGED, WORKLOAD_KEYS, WORKLOAD_UNSET, Bound, Kind, Test, Verdict, threshold
+from .verdicts import (
+    NO_BASELINES,
+    NOT_JUDGED,
+    WORKLOAD_KEYS,
+    WORKLOAD_UNSET,
+    Bound,
+    Kind,
+    Reason,
+    Test,
+    Verdict,
+    threshold,
+)
 
 # Where a series' looks span nights (a history), alpha is spent early (Pocock-type): scripts/simulate_nights.py
 EARLY_SPENDING = True
 
 
 HOST_BOUND = (Kind.CLIENT_BOUND, Kind.EMULATOR_BOUND)  # not judged: the host, not the server, set the figure
+
+
+def _wrong(said: str) -> str:
+    """The cause of a build's wrong answers in a phrase, from what its check said: `canary failed: 12 of 16 prompts
+    diverged within their first 12 tokens` or `accuracy 71.0% vs 90.0% (-19.0 points), p=1.2e-08`."""
+    text = said.removeprefix("faster, but wrong: ")
+    if text.startswith("accuracy"):
+        p = text.split("McNemar ", 1)[1].split(" ", 1)[0] if "McNemar " in text else ""
+        return text.split(":", 1)[0] + (f", {p}" if p else "")
+    return text.split(" (", 1)[0]
 
 
 def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
@@ -408,6 +429,7 @@ class PerfGate:
                 # Whatever the figure says, it is not the build's speed: the build answers wrong. Never recorded.
                 was = str(v.verdict) + (f", {v.delta * 100:+.1f}% from its bound" if v.delta is not None else "")
                 v.verdict, v.note = Kind.INVALID, f"{apart[1]} (the figure alone would read {was})"
+                v.reason = Reason(Kind.INVALID, _wrong(apart[1]), f"the figure alone would read {was}")
             elif apart is not None and v.verdict in (*JUDGED, Kind.NEW):
                 # Never a regression, never a pass, never recorded: the GPU was slowed for heat or a power brake.
                 v.verdict, v.note = apart
@@ -418,6 +440,7 @@ class PerfGate:
                 # model's thinking drifting is news whatever the host did (a busy client made mean TTFT client-bound
                 # and would have hidden it); what a busy host holds back (arrivals) stays the host's.
                 v.verdict, v.note = Kind(miss[0]), miss[1]
+                v.reason = Reason(miss[0], miss[2])
             elif v.verdict in (Kind.REGRESSION, Kind.IMPROVEMENT, Kind.UNRESOLVED) and bound is not None and \
                     (cause := power_change(bound.power, provenance.power)):
                 # At the power cap under load is normal; a cap or a limit that moved since the reference is news.
@@ -434,7 +457,7 @@ class PerfGate:
             loud = (f"NO BASELINES: {config} has no entry in {path} (hardware {provenance.hardware}, model key "
                     f"{model_key(provenance.model)} of {provenance.model}): every metric reads new, nothing is gated")
             for v in out:
-                v.note = loud
+                v.note, v.reason = loud, Reason(NO_BASELINES, loud)
             if self.require:
                 failures.append(loud + "; record them with --update-baselines, or set --glm5-baselines / the "
                                 "hardware key to where they are (this fails under CI=true or "

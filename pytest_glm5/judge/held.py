@@ -60,8 +60,18 @@ def observed(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
 
 
 def check(asked: Mapping[str, Any], seen: Mapping[str, float], reference: Mapping[str, Any] | None
-          ) -> tuple[str, str] | None:
-    """Why tonight's workload was not the one to judge: (kind, note), or None when it held."""
+          ) -> tuple[str, str, str] | None:
+    """Why tonight's workload was not the one to judge: (kind, note, the note's cause in a phrase), or None when it
+    held."""
+    miss = _missed(asked, seen, reference)
+    if miss is None:
+        return None
+    kind, short, why = miss
+    return kind, f"{kind}: {short}" + (f": {why}" if why else ""), short
+
+
+def _missed(asked: Mapping[str, Any], seen: Mapping[str, float], reference: Mapping[str, Any] | None
+            ) -> tuple[str, str, str] | None:
     # The mean the client asked of the prompts it sent where it says one (a trace's rows, a range's draws), else
     # the fixed input_len.
     target = seen.get("input_tokens_asked") or (asked.get("input_len") if asked.get("range_ratio", 1.0) == 1.0
@@ -70,28 +80,28 @@ def check(asked: Mapping[str, Any], seen: Mapping[str, float], reference: Mappin
     if got is not None and target:
         off = got / float(target) - 1
         if abs(off) > INPUT_TOLERANCE:
-            return NOT_HELD, (f"{NOT_HELD}: the server counted {got:g} prompt tokens a request where {target:g} were "
-                              f"asked ({off * 100:+.1f}%, held to {INPUT_TOLERANCE * 100:g}%)")
+            return NOT_HELD, (f"the server counted {got:g} prompt tokens a request where {target:g} were asked "
+                              f"({off * 100:+.1f}%, held to {INPUT_TOLERANCE * 100:g}%)"), ""
     hit, ideal = seen.get("prefix_hit"), seen.get("prefix_ideal")
     if hit is not None and ideal is not None and abs(hit - ideal) > PREFIX_POINTS:
-        return NOT_HELD, (f"{NOT_HELD}: prefix hit {hit * 100:.0f}% where the shape implies {ideal * 100:.0f}% (held "
-                          f"to {PREFIX_POINTS * 100:g} points): a cache that does not serve the shape is no latency "
-                          "of it")
+        return NOT_HELD, (f"prefix hit {hit * 100:.0f}% where the shape implies {ideal * 100:.0f}% (held to "
+                          f"{PREFIX_POINTS * 100:g} points)"), ("a cache that does not serve the shape is no latency "
+                                                                 "of it")
     rate, asked_rate = seen.get("arrival_rate"), seen.get("arrival_rate_asked")
     if rate is not None and asked_rate and abs(rate / asked_rate - 1) > ARRIVAL_TOLERANCE:
-        return NOT_HELD, (f"{NOT_HELD}: {rate:.3g} requests a second sent where the drawn gaps make "
-                          f"{asked_rate:.3g} (held to {ARRIVAL_TOLERANCE * 100:g}%): the in-flight cap or a busy "
-                          "client held them back, so this was not the open loop asked")
+        return NOT_HELD, (f"{rate:.3g} requests a second sent where the drawn gaps make {asked_rate:.3g} (held to "
+                          f"{ARRIVAL_TOLERANCE * 100:g}%)"), ("the in-flight cap or a busy client held them back, so "
+                                                               "this was not the open loop asked")
     cv, drawn = seen.get("arrival_cv"), seen.get("arrival_cv_asked")
     if cv is not None and drawn and abs(cv / drawn - 1) > ARRIVAL_TOLERANCE:
-        return NOT_HELD, (f"{NOT_HELD}: arrivals CV {cv:.2f} where the drawn gaps' is {drawn:.2f} (held to "
-                          f"{ARRIVAL_TOLERANCE * 100:g}%): the in-flight cap or a busy client bunched the sends, so "
-                          "this was not the open loop asked")
+        return NOT_HELD, (f"arrivals CV {cv:.2f} where the drawn gaps' is {drawn:.2f} (held to "
+                          f"{ARRIVAL_TOLERANCE * 100:g}%)"), ("the in-flight cap or a busy client bunched the sends, "
+                                                               "so this was not the open loop asked")
     thought, then = seen.get("reasoning_tokens"), (reference or {}).get("reasoning_tokens")
     if asked.get("thinking") and thought is not None and then:
         off = thought / float(then) - 1
         if abs(off) > REASONING_TOLERANCE:
-            return DRIFT, (f"{DRIFT}: {thought:g} reasoning tokens a request where the reference thought {then:g} "
-                           f"({off * 100:+.1f}%, held to {REASONING_TOLERANCE * 100:g}%): shorter or longer thinking "
-                           "is another workload, neither faster nor slower")
+            return DRIFT, (f"{thought:g} reasoning tokens a request where the reference thought {then:g} "
+                           f"({off * 100:+.1f}%, held to {REASONING_TOLERANCE * 100:g}%)"), \
+                "shorter or longer thinking is another workload, neither faster nor slower"
     return None

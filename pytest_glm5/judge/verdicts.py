@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypedDict, cast
@@ -116,6 +116,19 @@ def threshold(tolerance: float, slack: float, level: float) -> float:
     return max(tolerance, slack / level) if slack and level > 0 else tolerance
 
 
+NO_BASELINES = "no baselines"  # Reason.kind of a config the baselines file holds nothing for (its verdicts read new)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a verdict reads as it does beyond its kind, typed for the reports (which never take a note apart): the
+    kind, the phrase the outcome line quotes, and what else the detail says (`the figure alone would read pass`)."""
+
+    kind: str
+    short: str
+    detail: str = ""
+
+
 @dataclass
 class Verdict:
     """How one measured value stands against its bound."""
@@ -138,6 +151,7 @@ class Verdict:
     # Where the family decision changed it: its own test's verdict, note and answer.
     alone: tuple[str, str, str | None] | None = None
     cdf: list[float] = field(default_factory=list)  # TTFT or ITL (ms) at 0, 5, ... 100% over every launch, recorded
+    reason: Reason | None = None  # invalid, another workload, no baselines: the cause as data
 
     def undecided(self) -> Verdict:
         """The verdict as its own test left it, before a family decision (itself when none changed it)."""
@@ -283,7 +297,7 @@ def verdict_doc(v: Verdict) -> dict[str, Any]:
             "delta": v.delta, "to_go": v.to_go(), "spread": v.spread, "samples": v.samples, "launches": v.launches,
             "test": v.stat or None, "note": v.note, "workload": v.workload, "provenance": v.provenance,
             "alone": None if v.alone is None else dict(zip(("verdict", "note", "answer"), v.alone, strict=True)),
-            "cdf": v.cdf}
+            "cdf": v.cdf, "reason": None if v.reason is None else asdict(v.reason)}
 
 
 class ReportError(Exception):
@@ -307,6 +321,12 @@ def _alone(d: Any) -> tuple[str, str, str | None] | None:
     return (str(d["verdict"]), str(d.get("note") or ""), d.get("answer")) if isinstance(d, dict) else None
 
 
+def _reason(d: Any) -> Reason | None:
+    if not isinstance(d, dict):
+        return None  # a report of a version before reasons: its notes still say it, the outcome quotes them whole
+    return Reason(str(d.get("kind") or ""), str(d.get("short") or ""), str(d.get("detail") or ""))
+
+
 def verdict_from_doc(d: dict[str, Any], where: str = "report") -> Verdict:
     """A verdict as verdict_doc wrote it; ReportError names the entry and key that are not what they must be."""
     try:
@@ -324,7 +344,8 @@ def verdict_from_doc(d: dict[str, Any], where: str = "report") -> Verdict:
                        dict(d.get("workload") or {}), dict(d.get("provenance") or {}),
                        [_number(x, f"{at} launches") for x in d.get("launches") or []],
                        _test(d.get("test")), d.get("note") or "", d.get("test_id") or "", d.get("model") or "",
-                       _alone(d.get("alone")), [_number(x, f"{at} cdf") for x in d.get("cdf") or []])
+                       _alone(d.get("alone")), [_number(x, f"{at} cdf") for x in d.get("cdf") or []],
+                       _reason(d.get("reason")))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ReportError(f"{where}: a verdict entry lacks or mangles {exc}: not a --glm5-report file of this "
                           "version") from None

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..judge.verdicts import Kind, Verdict
+from ..judge.verdicts import NO_BASELINES, Kind, Verdict
 
 DECIDED = (Kind.PASS, Kind.REGRESSION, Kind.IMPROVEMENT, Kind.KNOWN_COST)
 
@@ -132,7 +132,7 @@ def nothing_measured(config_tests: int, gpu_skipped: Mapping[str, str], not_run:
 def _failures(f: Facts) -> list[str]:
     """What fails the run, worst first: wrong answers, another workload, regressions, crashes, failed tests."""
     reasons: list[str] = []
-    wrong = {v.config: _wrong(v.note) for v in f.verdicts if v.verdict == Kind.INVALID}
+    wrong = {v.config: _short(v) for v in f.verdicts if v.verdict == Kind.INVALID}
     if wrong:  # first: a figure of a build that answers wrong is no figure at all
         named = "; ".join(f"{c}: {why}" for c, why in list(wrong.items())[:2])
         reasons.append(f"faster, but wrong: {_n(len(wrong), 'config')} answered wrong ({named}"
@@ -144,7 +144,7 @@ def _failures(f: Facts) -> list[str]:
         if missed:
             points = list(dict.fromkeys(f"{v.config} {v.scenario}" for v in missed))
             reasons.append(f"{kind}: {', '.join(points[:3])}{', and more' if len(points) > 3 else ''} "
-                           f"({missed[0].note.split(': ', 1)[1].split(':', 1)[0]})")
+                           f"({_short(missed[0])})")
     if f.regressed:
         named = ", ".join(f"{v.config} {v.scenario} {v.metric} {_change(v)}" for v in f.regressed[:3])
         more = f", and {len(f.regressed) - 3} more" if len(f.regressed) > 3 else ""
@@ -171,7 +171,7 @@ def _notes(f: Facts, reasons: list[str]) -> list[str]:
     expected = [n for n in f.problems if n in f.known]
     if expected:
         notes.append(f"{_n(len(expected), 'known issue')} crashed as expected")
-    bare = sorted({v.config for v in f.verdicts if (v.note or "").startswith("NO BASELINES")})
+    bare = sorted({v.config for v in f.verdicts if v.reason is not None and v.reason.kind == NO_BASELINES})
     if bare:
         notes.append(f"NO BASELINES for {', '.join(bare)} (nothing gated there)")
     # Figures held to baselines while nothing held the answers: a build fast and wrong would read PASSED.
@@ -205,14 +205,9 @@ def decide(f: Facts) -> Outcome:
     return Outcome("PASSED", "; ".join(["PASSED: no regression", *notes]))
 
 
-def _wrong(note: str) -> str:
-    """The head of an INVALID verdict's note: `canary failed: 12 of 16 prompts diverged within their first 12
-    tokens` or `accuracy 71.0% vs 90.0% (-19.0 points), p=1.2e-08`."""
-    text = note.split(" (the figure alone")[0].removeprefix("faster, but wrong: ")
-    if text.startswith("accuracy"):
-        p = text.split("McNemar ", 1)[1].split(" ", 1)[0] if "McNemar " in text else ""
-        return text.split(":", 1)[0] + (f", {p}" if p else "")
-    return text.split(" (", 1)[0]
+def _short(v: Verdict) -> str:
+    """A verdict's cause in a phrase, as the judge typed it (a report of a version before reasons: its note)."""
+    return v.reason.short if v.reason is not None else v.note
 
 
 def _change(v: Verdict) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import proxies
 from ..judge.merge import Merged
-from ..judge.verdicts import Change, Kind, Verdict, fmt, times
+from ..judge.verdicts import NO_BASELINES, Change, Kind, Verdict, fmt, times
 from ..metrics import unit_of
 from ..settings import Settings
 from . import power
@@ -210,14 +210,13 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
         held = (f"; any false alarm among them held to {alpha:g} (Benjamini-Hochberg over the run, alpha spending "
                 "over added launches)") if family_size else ""
         out.append(f"{series_total(verdicts)}{held}")
-    unguarded = {v.config: v.note for v in new if (v.note or "").startswith("NO BASELINES")}
+    unguarded = {v.config: v.reason.short for v in new if v.reason is not None and v.reason.kind == NO_BASELINES}
     out += [f"{note}; record them with --update-baselines" for note in unguarded.values()]
     wrong = [v for v in verdicts if v.verdict == Kind.INVALID]
     if wrong:  # first: a figure of a build that answers wrong is no figure at all
         out.append(f"invalid, faster but wrong ({len(wrong)}; the answers below say where):")
         out += [f"  {v.config} {v.scenario} {v.metric} {fmt(v.measured)}{unit_of(v.metric)}"
-                + (f" (the figure alone{v.note.rsplit(' (the figure alone', 1)[-1]}" if " (the figure alone" in v.note
-                   else "") for v in wrong]
+                + (f" ({v.reason.detail})" if v.reason is not None and v.reason.detail else "") for v in wrong]
     if regs:
         out.append(f"regressions ({len(regs)}):")
         out += [f"  {v.line()}" for v in regs]
