@@ -76,7 +76,7 @@ def test_a_wrong_slo_says_what_is_wrong(kwargs: dict[str, float], says: str) -> 
 
 
 def test_a_bisection_stops_where_the_bounds_cannot_call_a_point_and_says_so() -> None:
-    from pytest_glm5.judge.bisect import bisect, most_steps
+    from pytest_glm5.judge.capacity import bisect, most_steps
 
     slo = Slo(ttft_ms=2000)
     meets, unsure = Attainment(slo, 64, 64, 0.95, 1.0, ""), Attainment(slo, 60, 64, 0.85, 0.98, "TTFT")

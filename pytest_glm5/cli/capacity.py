@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..judge.bisect import Search, bisect, most_steps
+from ..judge.capacity import Search, bisect, most_steps
 from ..judge.slo import Attainment, Slo, attainment, needed, requests_of
 from ..settings import parse_target
 from .args import checked, int_at_least, int_list, positive_float
