@@ -4,7 +4,7 @@ marks them, the run fails, and --update-baselines records nothing of that config
 
 Costs are seconds per launch (a launch of GLM-5 is 30-50 minutes): 16 prompts of 32 tokens at once, and the accuracy
 set once a night, 32 questions at a time. Each launch's checks are timed, and --update-baselines records the times
-with the launch costs (`times()`), so the plan prices them (judge/plan.py).
+with the launch costs (`times()`), so the plan prices them (night/plan.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 from filelock import Timeout
 
 from .correctness import canary
+from .correctness.answers import AnswersError, AnswerStore, answers_path
 from .correctness.paired import Accuracy, judge_accuracy
 from .correctness.questions import Question, QuestionsError, correct, generate, load_jsonl
-from .judge.answers import AnswersError, AnswerStore, answers_path
 from .judge.baselines import baseline_path
 from .judge.provenance import Provenance
 from .judge.verdicts import Verdict

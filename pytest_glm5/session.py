@@ -17,14 +17,14 @@ from typing import Any
 
 from .answering import Answering
 from .configs import ConfigError, ServerConfig, load_configs
-from .judge.answers import AnswersError
+from .correctness.answers import AnswersError
 from .judge.baselines import BaselineStore, store_of
 from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores, references_of, versus_all
 from .judge.merge import Merged, decided, join, update
-from .judge.plan import Checks, ConfigCost, Night, config_cost
 from .judge.provenance import git_commit
-from .judge.schedule import for_suite
 from .judge.verdicts import Change, Kind, Verdict, run_document
+from .night.plan import Checks, ConfigCost, Night, config_cost
+from .night.schedule import for_suite
 from .perf import PerfContext, rounds
 from .report import exports, gateitems
 from .report.history import Reader
@@ -281,7 +281,7 @@ class Glm5Session:
                         cfg.model or self.settings.model)
 
     def cost_of(self, name: str, tests: int) -> ConfigCost:
-        """What one launch of this config, measuring `tests` tests, costs on this box (judge/plan.py decides)."""
+        """What one launch of this config, measuring `tests` tests, costs on this box (night/plan.py decides)."""
         cfg = self.configs[name]
         found = self._store_of(cfg)
         try:

@@ -3,8 +3,8 @@
 schedule and decision code, to measure what a history of nights does (issue 31; the table in docs/night.md).
 
 What is the plugin's own: the configs and their launch prices (the plan `pytest -m sm120 --glm5-plan` prints for
-the real box, collected in-process), tonight's pick and the cover (judge/schedule.py), the budget that admits
-first launches and rounds (judge/plan.py Budget), each series' verdict with the evidence of earlier nights
+the real box, collected in-process), tonight's pick and the cover (night/schedule.py), the budget that admits
+first launches and rounds (night/plan.py Budget), each series' verdict with the evidence of earlier nights
 (PerfGate.against_reference: judge/carry.py and judge/decide.py), whether a round is spent (PerfGate.undecided:
 unresolved and not futile, or not confirmed by Benjamini-Hochberg as the run stands), the run's decision
 (judge/merge.py decided: against the night's own spread, then Benjamini-Hochberg over every series and every
@@ -45,14 +45,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glm5.configs import ServerConfig
-from pytest_glm5.judge import decide, merge, schedule
+from pytest_glm5.judge import decide, merge
 from pytest_glm5.judge.baselines import BaselineStore
 from pytest_glm5.judge.gate import Checked, PerfGate, Statistics, references_of, versus_all
-from pytest_glm5.judge.plan import ConfigCost
-from pytest_glm5.judge.plan import Night as NightPlan
 from pytest_glm5.judge.provenance import Provenance
 from pytest_glm5.judge.verdicts import Bound, Kind, verdict_doc
 from pytest_glm5.metrics import geometric_mean, higher_is_better
+from pytest_glm5.night import schedule
+from pytest_glm5.night.plan import ConfigCost
+from pytest_glm5.night.plan import Night as NightPlan
 from pytest_glm5.perf import RECORDING_CAP
 from pytest_glm5.report.history import series_entry
 

@@ -240,7 +240,7 @@ def test_a_recording_whose_answers_cannot_be_written_records_nothing_of_that_con
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from pytest_glm5.judge import answers
+    from pytest_glm5.correctness import answers
 
     def full_disk(path: Any, text: str) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")

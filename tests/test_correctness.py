@@ -122,7 +122,7 @@ def test_an_accuracy_set_file_is_found_where_pytest_was_invoked(tmp_path: Path) 
 
 def test_answers_are_recorded_once_and_two_writers_keep_both(tmp_path: Path) -> None:
     from pytest_glm5.answering import Answering, LaunchAnswers
-    from pytest_glm5.judge.answers import AnswerStore
+    from pytest_glm5.correctness.answers import AnswerStore
     from pytest_glm5.load.replies import Reply
 
     path = tmp_path / "hw" / "m.answers.json"
@@ -153,7 +153,7 @@ def test_answers_are_recorded_once_and_two_writers_keep_both(tmp_path: Path) -> 
 def test_a_reference_of_other_prompts_is_never_compared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_glm5 import answering
     from pytest_glm5.correctness import canary
-    from pytest_glm5.judge.answers import AnswerStore
+    from pytest_glm5.correctness.answers import AnswerStore
     from pytest_glm5.load.replies import Reply
 
     store = AnswerStore(tmp_path / "m.answers.json")
@@ -175,7 +175,7 @@ def test_a_reference_of_other_prompts_is_never_compared(tmp_path: Path, monkeypa
 def test_one_piece_replies_that_repeat_are_checked_and_a_canary_with_nothing_to_compare_never_holds(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_glm5 import answering
-    from pytest_glm5.judge.answers import AnswerStore
+    from pytest_glm5.correctness.answers import AnswerStore
     from pytest_glm5.load.replies import Reply
 
     # A random model's run-on reply is one word: every launch repeats it whole, so it is compared, not left out.

@@ -15,7 +15,7 @@ import pytest
 from report_docs import night_doc
 
 from pytest_glm5.cli import main as glm5
-from pytest_glm5.judge.schedule import standing_of
+from pytest_glm5.night.schedule import standing_of
 from pytest_glm5.report import history
 from pytest_glm5.report.history import HistoryError, Reader, append, load
 

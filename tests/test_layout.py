@@ -19,20 +19,21 @@ WINGS = [
     ("perf", "perf"), ("measurement", "perf"), ("answering", "perf"),
     ("correctness", "correctness"),
     ("servers.engines.sim", "sim-engine"),
-    ("servers", "servers"), ("judge", "judge"), ("report", "report"), ("load", "load"),
+    ("servers", "servers"), ("judge", "judge"), ("night", "night"), ("report", "report"), ("load", "load"),
     ("sim", "sim"),
     ("", "base"),  # settings, configs, metrics, telemetry, spec, proxies, scaleout, textfiles, ...
 ]
-# Which wings a wing may import. Dependencies point one way: hooks -> session -> (perf, judge, servers, report) ->
-# (load, base). The judges never read the reports, the servers or the emulator, and of the load wing only its types;
+# Which wings a wing may import. Dependencies point one way: hooks -> session -> (perf, night, servers, report) ->
+# judge -> (load, base). The judges never read the reports, the servers or the emulator, and of the load wing only its types;
 # the servers never import the load wing; only the emulator's own engine and the CLI import sim.
 MAY = {
-    "hooks": {"hooks", "session", "perf", "judge", "servers", "report", "load", "base"},
-    "cli": {"cli", "session", "perf", "judge", "servers", "report", "load", "base", "sim", "correctness"},
-    "session": {"session", "perf", "judge", "servers", "report", "load", "base", "correctness"},
+    "hooks": {"hooks", "session", "perf", "judge", "night", "servers", "report", "load", "base"},
+    "cli": {"cli", "session", "perf", "judge", "night", "servers", "report", "load", "base", "sim", "correctness"},
+    "session": {"session", "perf", "judge", "night", "servers", "report", "load", "base", "correctness"},
     "perf": {"perf", "judge", "servers", "load", "base", "correctness"},
     "report": {"report", "judge", "load", "base"},
     "judge": {"judge", "load", "base", "correctness"},
+    "night": {"night", "judge", "base"},  # the books read verdicts and baselines; the judge never reads the books
     "load": {"load", "base"},
     "servers": {"servers", "sim-engine", "base"},  # the engine registry names the emulator's engine
     "sim-engine": {"servers", "base", "sim"},
@@ -50,7 +51,7 @@ ONLY = {  # (wing, wing it imports) -> the one module of that wing it may import
 }
 PYTEST_IMPORTERS = {"plugin", "roles"}
 PLUGIN_MAX_LINES = 350
-# The session coordinates; what it grows that computes belongs to a collaborator (servers/machine.py, judge/plan.py,
+# The session coordinates; what it grows that computes belongs to a collaborator (servers/machine.py, night/plan.py,
 # report/terminal.Summary, ...). It reached 931 lines before the third floor plan.
 SESSION_MAX_LINES = 550
 # Every module and every function has a cap, so the next gravity well is stopped where it starts: a module past

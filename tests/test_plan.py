@@ -8,7 +8,7 @@ import re
 import pytest
 from plugin_helpers import TWO_SCENARIOS, assert_no_server_left, report, said_lines, write_configs
 
-from pytest_glm5.judge.plan import (
+from pytest_glm5.night.plan import (
     ASSUMED_CANARY_S,
     ASSUMED_S_PER_QUESTION,
     Budget,

@@ -1,4 +1,4 @@
-"""The schedule (judge/schedule.py): tonight's configs within the budget by the history's priorities, known crashes
+"""The schedule (night/schedule.py): tonight's configs within the budget by the history's priorities, known crashes
 weekly, the cover it gives; and the real suite's plan at 8 hours over two nights of history."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_glm5.judge.plan import ConfigCost
-from pytest_glm5.judge.schedule import Standing, cover, pick, standing_of
+from pytest_glm5.night.plan import ConfigCost
+from pytest_glm5.night.schedule import Standing, cover, pick, standing_of
 
 ROOT = Path(__file__).resolve().parents[1]
 HOUR = 3600.0

@@ -31,8 +31,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(ns: argparse.Namespace) -> int:
     """Run `glm5 plan`; exit 2 on bad input."""
     from ..judge.baselines import BaselineError
-    from ..judge.plan import from_baselines, from_report, price
     from ..judge.verdicts import ReportError
+    from ..night.plan import from_baselines, from_report, price
 
     launch = ns.load_time + ns.measure_time if ns.load_time is not None else None
     try:

@@ -61,7 +61,7 @@ def history_rows(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
             "build": prov.get("build") or run.get("build", ""), "hardware": hardware, "model": model,
             **({"runs": ids} if (ids := run_ids(run)) else {}),
             # Every config launched tonight, measured or not (a known crash measures nothing): the schedule's
-            # record of when each config last ran (judge/schedule.py).
+            # record of when each config last ran (night/schedule.py).
             **({"launched": list(run["launched"])} if run.get("launched") else {}), "series": []})
         rec["series"].append(series_entry(v))
     return out
@@ -80,7 +80,7 @@ def series_entry(v: dict[str, Any]) -> dict[str, Any]:
     return {"config": v["config"], "scenario": v["scenario"], "metric": v["metric"], "value": v["measured"],
             "samples": v.get("samples") or [], "launches": v.get("launches") or [], "verdict": v["verdict"],
             "bound": (v.get("bound") or {}).get("value"), "target": (v.get("bound") or {}).get("target"), **sample,
-            # A suspect and the launches it asked for: tomorrow's schedule gives them (judge/schedule.py).
+            # A suspect and the launches it asked for: tomorrow's schedule gives them (night/schedule.py).
             **({"suspect": True, "to_add": test.get("to_add") or 1} if v["verdict"] == Kind.UNRESOLVED and
                (test := v.get("test") or {}).get("suspect") else {}),
             **({"restart": True} if (v.get("test") or {}).get("restart") else {})}

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..configs import ServerConfig
+from ..judge.verdicts import Kind
 from .plan import ConfigCost, hours
-from .verdicts import Kind
 
 KNOWN_CRASH_DAYS = 7  # a known crash is confirmed weekly: every night it would cost a model load to see it again
 

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..judge.baselines import BaselineError, BaselineStore, write_costs
+from ..judge.decide import to_resolve
+from ..judge.stats import detectable_drop
+from ..judge.verdicts import Kind, Verdict, read_report, verdicts_of
 from ..metrics import log_cv
 from ..settings import Settings
-from .baselines import BaselineError, BaselineStore, write_costs
-from .decide import to_resolve
-from .stats import detectable_drop
-from .verdicts import Kind, Verdict, read_report, verdicts_of
 
 # A GLM-5-NVFP4 launch on 8x SM120 when this box has measured none: the middle of the brief's 10-50 minutes.
 ASSUMED_LOAD_S = 1800.0
@@ -82,7 +82,7 @@ class Plan:
     budget_s: float | None = None
     planned: int = 1  # launches every config gets (--glm5-launches N; 4 for an A/B block)
     rounds: int = 0  # extra launches a config may get while a series is unresolved (looks beyond the planned)
-    cover: int | None = None  # a schedule spreads the configs over this many nights (judge/schedule.py)
+    cover: int | None = None  # a schedule spreads the configs over this many nights (night/schedule.py)
 
     @property
     def first_s(self) -> float:
@@ -206,7 +206,7 @@ def config_cost(name: str, tests: int, stored: Mapping[str, Any] | None, modeled
 
 
 class Picked(Protocol):
-    """A schedule's pick of tonight's configs (judge/schedule.py Tonight), as the night reads it."""
+    """A schedule's pick of tonight's configs (night/schedule.py Tonight), as the night reads it."""
 
     run: list[str]
     later: dict[str, str]
@@ -259,7 +259,7 @@ class Night:
         return self.plan
 
     def tonight(self, pick: Picked, tests: Mapping[str, Sequence[str]]) -> dict[str, str]:
-        """The schedule's pick (judge/schedule.py Tonight): only its `run` is charged to the budget, each with the
+        """The schedule's pick (night/schedule.py Tonight): only its `run` is charged to the budget, each with the
         launches beyond the planned it was given (`extra`: for what it left open; its rounds draw on them); the rest
         are not run, and say when they will be; `optional` ones give their time to rounds of what tonight finds.
         Returns the skip reason of each test of theirs (`tests`: config -> test ids)."""
