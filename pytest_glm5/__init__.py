@@ -17,7 +17,7 @@ _PUBLIC = {
     "ServerHandle": "servers.process", "ServerError": "servers.process", "launch": "servers.process",
     "stop": "servers.process",
     "ServerPool": "servers.pool", "PoolSettings": "servers.pool",
-    "Perf": "perf", "PerfContext": "perf", "bench": "perf",
+    "Perf": "perf.fixture", "PerfContext": "perf.fixture", "bench": "perf.fixture",
     "PerfGate": "judge.gate", "GateError": "judge.gate",
     "Verdict": "judge.baselines", "BaselineStore": "judge.baselines", "BaselineError": "judge.baselines",
     "Provenance": "judge.provenance", "Slo": "judge.slo",

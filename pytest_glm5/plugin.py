@@ -14,8 +14,8 @@ from . import hookspecs, roles
 from .configs import PRODUCTION_MARKER, configs_for
 from .judge.gate import PerfGate
 from .load.types import BenchResult
-from .perf import Perf, PerfContext
-from .perf import bench_all_answered as run_bench
+from .perf.fixture import Perf, PerfContext
+from .perf.fixture import bench_all_answered as run_bench
 from .report import gateitems
 from .report.junit import properties, suite_level
 from .report.terminal import TerminalProgress, WorkerLines, header_lines

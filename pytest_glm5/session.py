@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .answering import Answering
 from .configs import ConfigError, ServerConfig, load_configs
 from .correctness.answers import AnswersError
 from .judge.baselines import BaselineStore, store_of
@@ -25,7 +24,8 @@ from .judge.provenance import git_commit
 from .judge.verdicts import Change, Kind, Verdict, run_document
 from .night.plan import Checks, ConfigCost, Night, config_cost
 from .night.schedule import for_suite
-from .perf import PerfContext, rounds
+from .perf.answering import Answering
+from .perf.fixture import PerfContext, rounds
 from .report import exports, gateitems
 from .report.history import Reader
 from .report.outcome import Facts, Outcome, Tally, decide, nothing_measured

@@ -85,7 +85,7 @@ def one_launch(build: str, logs: Path) -> dict[str, Any]:
     """Launch the build, measure every point REPEATS times, stop; the per-run throughput and NVML utilisation."""
     from pytest_glm5.configs import ServerConfig
     from pytest_glm5.load.types import Workload
-    from pytest_glm5.measurement import measure
+    from pytest_glm5.perf.measurement import measure
     from pytest_glm5.servers.engines.transformers import TransformersEngine
     from pytest_glm5.servers.process import launch, stop
 

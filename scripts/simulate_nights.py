@@ -54,7 +54,7 @@ from pytest_glm5.metrics import geometric_mean, higher_is_better
 from pytest_glm5.night import schedule
 from pytest_glm5.night.plan import ConfigCost
 from pytest_glm5.night.plan import Night as NightPlan
-from pytest_glm5.perf import RECORDING_CAP
+from pytest_glm5.perf.fixture import RECORDING_CAP
 from pytest_glm5.report.history import series_entry
 
 ROOT = Path(__file__).resolve().parent.parent

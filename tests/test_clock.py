@@ -12,8 +12,8 @@ import pytest
 from pytest_glm5.configs import ServerConfig
 from pytest_glm5.load import clock
 from pytest_glm5.load.types import BenchResult, Workload
-from pytest_glm5.measurement import measure
 from pytest_glm5.metrics import RequestTiming, compute_metrics
+from pytest_glm5.perf.measurement import measure
 from pytest_glm5.servers.engines import SimEngine
 from pytest_glm5.servers.process import ServerHandle, ServerRecord
 

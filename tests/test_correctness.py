@@ -110,7 +110,7 @@ def test_too_few_reference_launches_only_catch_a_gross_failure() -> None:
 
 
 def test_an_accuracy_set_file_is_found_where_pytest_was_invoked(tmp_path: Path) -> None:
-    from pytest_glm5.answering import parse_accuracy_set
+    from pytest_glm5.perf.answering import parse_accuracy_set
 
     (tmp_path / "q.jsonl").write_text('{"question": "Two and two?", "answer": "#### 4"}\n', encoding="utf-8")
     name, qs = parse_accuracy_set("q.jsonl", tmp_path)
@@ -121,9 +121,9 @@ def test_an_accuracy_set_file_is_found_where_pytest_was_invoked(tmp_path: Path) 
 
 
 def test_answers_are_recorded_once_and_two_writers_keep_both(tmp_path: Path) -> None:
-    from pytest_glm5.answering import Answering, LaunchAnswers
     from pytest_glm5.correctness.answers import AnswerStore
     from pytest_glm5.load.replies import Reply
+    from pytest_glm5.perf.answering import Answering, LaunchAnswers
 
     path = tmp_path / "hw" / "m.answers.json"
     runs = []
@@ -151,7 +151,7 @@ def test_answers_are_recorded_once_and_two_writers_keep_both(tmp_path: Path) -> 
 
 
 def test_a_reference_of_other_prompts_is_never_compared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_glm5 import answering
+    from pytest_glm5.perf import answering
     from pytest_glm5.correctness import canary
     from pytest_glm5.correctness.answers import AnswerStore
     from pytest_glm5.load.replies import Reply
@@ -174,7 +174,7 @@ def test_a_reference_of_other_prompts_is_never_compared(tmp_path: Path, monkeypa
 
 def test_one_piece_replies_that_repeat_are_checked_and_a_canary_with_nothing_to_compare_never_holds(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_glm5 import answering
+    from pytest_glm5.perf import answering
     from pytest_glm5.correctness.answers import AnswerStore
     from pytest_glm5.load.replies import Reply
 

@@ -13,8 +13,8 @@ from plugin_helpers import assert_no_server_left, said_lines, write_configs
 
 from pytest_glm5.configs import ServerConfig
 from pytest_glm5.load.types import BenchResult, Workload
-from pytest_glm5.measurement import cut_off
 from pytest_glm5.metrics import RequestTiming
+from pytest_glm5.perf.measurement import cut_off
 from pytest_glm5.servers.engines import SimEngine
 from pytest_glm5.servers.forensics import request_stack_dump
 from pytest_glm5.servers.process import ServerHandle, ServerRecord

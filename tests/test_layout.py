@@ -16,7 +16,7 @@ ROOT = "pytest_glm5"
 WINGS = [
     ("plugin", "hooks"), ("roles", "hooks"),
     ("session", "session"), ("cli", "cli"),
-    ("perf", "perf"), ("measurement", "perf"), ("answering", "perf"),
+    ("perf", "perf"),
     ("correctness", "correctness"),
     ("servers.engines.sim", "sim-engine"),
     ("servers", "servers"), ("judge", "judge"), ("night", "night"), ("report", "report"), ("load", "load"),
@@ -24,8 +24,9 @@ WINGS = [
     ("", "base"),  # settings, configs, metrics, telemetry, spec, proxies, scaleout, textfiles, ...
 ]
 # Which wings a wing may import. Dependencies point one way: hooks -> session -> (perf, night, servers, report) ->
-# judge -> (load, base). The judges never read the reports, the servers or the emulator, and of the load wing only its types;
-# the servers never import the load wing; only the emulator's own engine and the CLI import sim.
+# judge -> (load, base). The judges never read the reports, the books of the nights, the servers or the emulator,
+# and of the load wing only its types; the servers never import the load wing; only the emulator's own engine and
+# the CLI import sim.
 MAY = {
     "hooks": {"hooks", "session", "perf", "judge", "night", "servers", "report", "load", "base"},
     "cli": {"cli", "session", "perf", "judge", "night", "servers", "report", "load", "base", "sim", "correctness"},

@@ -168,7 +168,7 @@ def test_recording_measures_until_the_reference_can_resolve_its_tolerance(pytest
 
     from pytest_glm5.judge.decide import to_resolve
     from pytest_glm5.judge.stats import detectable_drop
-    from pytest_glm5.perf import RECORDING_CAP
+    from pytest_glm5.perf.fixture import RECORDING_CAP
 
     write_configs(pytester, "[config.t]\nflags = {}\n")
     pytester.makepyfile(TWO_SCENARIOS)

@@ -85,7 +85,7 @@ def test_not_an_slo(perf):
 def test_the_box_s_figures_go_on_the_emulator_s_clock() -> None:
     """An SLO's milliseconds and a duration times the time scale, a rate over it; a trace without a rate at its own
     (the shipped sample: 199 gaps over 86.1 s) likewise; a real server's clock (1) changes nothing."""
-    from pytest_glm5.perf import on_clock
+    from pytest_glm5.perf.fixture import on_clock
 
     slo, kw = on_clock(0.01, Slo(ttft_ms=3000, tpot_ms=300), {"request_rate": 2.0, "duration_s": 60.0}, 64)
     assert slo == Slo(ttft_ms=30.0, tpot_ms=3.0) and kw == {"request_rate": 200.0, "duration_s": 0.6}

@@ -10,7 +10,7 @@ keep the launch's clock: their arrivals are written on it (perf.on_clock).
 
 The policy: STREAMS_KEPT streams at x0.01 (in proportion at other scales) run on the launch's clock; a point of more
 streams runs that many times slower, to the next power of two. A point that still fell behind for more than BEHIND of
-its run is measured again at twice the factor (measurement.py), up to MAX_FACTOR.
+its run is measured again at twice the factor (perf/measurement.py), up to MAX_FACTOR.
 """
 
 from __future__ import annotations

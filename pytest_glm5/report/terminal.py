@@ -415,7 +415,7 @@ class Summary:
     said: Sequence[str] = ()  # why rounds were not spent
     spent: Sequence[str] = ()  # the launches against the plan
     gpus: str = ""  # NVML's GPUs in words, where no telemetry came
-    answers: Sequence[str] = ()  # what the launches answered: the canary, the accuracy set (answering.py)
+    answers: Sequence[str] = ()  # what the launches answered: the canary, the accuracy set (perf/answering.py)
 
     def display(self, tr: Any) -> None:
         """Write the summary to pytest's terminal reporter (section, write_line with markup)."""

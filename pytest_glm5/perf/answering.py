@@ -16,16 +16,16 @@ from typing import Any
 
 from filelock import Timeout
 
-from .correctness import canary
-from .correctness.answers import AnswersError, AnswerStore, answers_path
-from .correctness.paired import Accuracy, judge_accuracy
-from .correctness.questions import Question, QuestionsError, correct, generate, load_jsonl
-from .judge.baselines import baseline_path
-from .judge.provenance import Provenance
-from .judge.verdicts import Verdict
-from .load.replies import Reply, ask, unit_of
-from .servers.process import ServerHandle, process_state
-from .settings import Settings, SettingsError, generated_set
+from ..correctness import canary
+from ..correctness.answers import AnswersError, AnswerStore, answers_path
+from ..correctness.paired import Accuracy, judge_accuracy
+from ..correctness.questions import Question, QuestionsError, correct, generate, load_jsonl
+from ..judge.baselines import baseline_path
+from ..judge.provenance import Provenance
+from ..judge.verdicts import Verdict
+from ..load.replies import Reply, ask, unit_of
+from ..servers.process import ServerHandle, process_state
+from ..settings import Settings, SettingsError, generated_set
 
 ACCURACY_MAX_TOKENS = 512  # a worked GSM8K answer fits; the emulator's are about 30
 

@@ -12,20 +12,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
+from ..configs import ServerConfig
+from ..judge.gate import Checked, GateError, PerfGate
+from ..judge.provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
+from ..judge.slo import ATTAINMENT, CAPACITY, Attainment, Capacity, Slo, attainment, capacity, needed, requests_of
+from ..judge.verdicts import Kind
+from ..load import trace
+from ..load.types import BenchResult, Workload
+from ..servers.builds import DEFAULT_BUILD, Build
+from ..servers.builds import describe as describe_build
+from ..servers.pool import ServerPool
+from ..servers.process import ServerError, ServerHandle
+from ..telemetry import Gpu
 from .answering import Answering
-from .configs import ServerConfig
-from .judge.gate import Checked, GateError, PerfGate
-from .judge.provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
-from .judge.slo import ATTAINMENT, CAPACITY, Attainment, Capacity, Slo, attainment, capacity, needed, requests_of
-from .judge.verdicts import Kind
-from .load import trace
-from .load.types import BenchResult, Workload
 from .measurement import Measured, Stability, check_stability, measure
-from .servers.builds import DEFAULT_BUILD, Build
-from .servers.builds import describe as describe_build
-from .servers.pool import ServerPool
-from .servers.process import ServerError, ServerHandle
-from .telemetry import Gpu
 
 
 class Fail(Protocol):
