@@ -33,6 +33,7 @@ from .types import BenchError, BenchResult, RequestShape, Unreachable, Workload
 PREFLIGHT_TIMEOUT_S = 5.0
 _JSON = {"Content-Type": "application/json"}
 STALE_RETRIES = 3
+NONCE_IDS = 3  # ids of a shared prefix or a session drawn anew each run: the cache-bust, and all that varies
 CALIBRATION_WORDS = 64  # chat: the probe's second prompt has this many words more than its first
 # A window's request bodies are built before it (off the measured path) up to this many bytes; a larger window builds
 # the rest as it sends them (100,000 prompts of 8k tokens would be gigabytes).
@@ -54,10 +55,12 @@ def lengths(full: int, ratio: float, count: int, rng: random.Random) -> list[int
 def make_prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) -> list[list[int]]:
     """Seeded token-id prompts inside [token_low, token_high), input_len ids each (or bench_serving's range of
     lengths under range_ratio < 1), drawn as `workload.sampling` says; under a shared prefix, each opens with its
-    group's prefix (drawn with `nonce`, so another run's cache holds none of them)."""
-    rng = random.Random(workload.seed * 1_000_003 + salt + nonce * 7_777_777)
+    group's prefix, whose first NONCE_IDS ids are drawn with `nonce` so another run's cache holds none of them. Only
+    those: the rest is the seed's alone, so the words a chat prompt is sent as cost the server's tokenizer the same
+    tokens run after run (drawn anew, their count moved 2% in 1 run of 8 on llama.cpp's BPE)."""
+    rng = random.Random(workload.seed * 1_000_003 + salt)
     if workload.turns > 1:
-        return _sessions(workload, count, rng)
+        return _sessions(workload, count, rng, nonce)
     lo, hi = workload.token_low, workload.token_high
     lens = lengths(workload.input_len, workload.range_ratio, count, rng)
     if workload.sampling == "random-ids":
@@ -71,13 +74,24 @@ def make_prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) 
         # draws them so): a run of consecutive ids would repeat another prompt's whole suffix at one start id in
         # ~1000, which a prefix cache serves too. `nonce` makes the prefixes new to this run.
         n = workload.prefix_len
-        groups = [[rng.randrange(lo, hi) for _ in range(n)] for _ in range(workload.prefix_groups)]
+        groups = [_fresh([rng.randrange(lo, hi) for _ in range(n)], nonce, g, lo, hi)
+                  for g in range(workload.prefix_groups)]
         out = [groups[i % workload.prefix_groups] + [rng.randrange(lo, hi) for _ in range(len(p) - n)]
                for i, p in enumerate(out)]
     return out
 
 
-def _sessions(workload: Workload, count: int, rng: random.Random) -> list[list[int]]:
+def _fresh(ids: list[int], nonce: int, group: int, lo: int, hi: int) -> list[int]:
+    """`ids` with its first NONCE_IDS made new to this run by `nonce` (0: as drawn): a prefix cache matches from the
+    first token, so the whole prefix is new, and ~1e9 draws make another run's the same."""
+    if not nonce:
+        return ids
+    fresh = random.Random(nonce * 1_000_003 + group)
+    k = min(NONCE_IDS, len(ids))
+    return [fresh.randrange(lo, hi) for _ in range(k)] + ids[k:]
+
+
+def _sessions(workload: Workload, count: int, rng: random.Random, nonce: int = 0) -> list[list[int]]:
     """`count` prompts of multi-turn sessions, each session's turns in order: turn k is the conversation so far (the
     earlier turns' inputs, each followed by a stand-in answer of output_len ids) and input_len new ids. The answer is
     the client's, not the server's: the server finds the previous prompt in its cache, not its own reply."""
@@ -85,8 +99,9 @@ def _sessions(workload: Workload, count: int, rng: random.Random) -> list[list[i
     out: list[list[int]] = []
     while len(out) < count:
         context: list[int] = []
-        for _ in range(workload.turns):
-            context = context + [rng.randrange(lo, hi) for _ in range(workload.input_len)]
+        for turn in range(workload.turns):
+            said = [rng.randrange(lo, hi) for _ in range(workload.input_len)]
+            context = context + (_fresh(said, nonce, len(out), lo, hi) if turn == 0 else said)
             out.append(context)
             context = context + [rng.randrange(lo, hi) for _ in range(workload.output_len)]
     return out[:count]
