@@ -151,10 +151,10 @@ def test_answers_are_recorded_once_and_two_writers_keep_both(tmp_path: Path) -> 
 
 
 def test_a_reference_of_other_prompts_is_never_compared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_glm5.perf import answering
     from pytest_glm5.correctness import canary
     from pytest_glm5.correctness.answers import AnswerStore
     from pytest_glm5.load.replies import Reply
+    from pytest_glm5.perf import answering
 
     store = AnswerStore(tmp_path / "m.answers.json")
     for _ in range(5):
@@ -174,9 +174,9 @@ def test_a_reference_of_other_prompts_is_never_compared(tmp_path: Path, monkeypa
 
 def test_one_piece_replies_that_repeat_are_checked_and_a_canary_with_nothing_to_compare_never_holds(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_glm5.perf import answering
     from pytest_glm5.correctness.answers import AnswerStore
     from pytest_glm5.load.replies import Reply
+    from pytest_glm5.perf import answering
 
     # A random model's run-on reply is one word: every launch repeats it whole, so it is compared, not left out.
     same = [[("gmwgmwgmw",)] * 16 for _ in range(5)]
