@@ -36,7 +36,7 @@ def factor(workload: Workload, time_scale: float) -> float:
     ...        request_rate=5.0), 0.01)
     (1.0, 1.0)
     """
-    if workload.request_rate is not None or workload.trace is not None or workload.duration_s:
+    if _open_loop(workload):
         return 1.0
     kept = STREAMS_KEPT * time_scale / _REFERENCE_SCALE
     if workload.concurrency <= kept:
@@ -48,11 +48,16 @@ def again(workload: Workload, by: float, result: BenchResult | None) -> float | 
     """The factor to measure this point again at, where the run asked at `by` fell behind its model for more than
     BEHIND of it (None: it kept up, it is an open loop, the server has no clock to slow, or it is as slow as it goes).
     """
-    if result is None or workload.request_rate is not None or workload.trace is not None or workload.duration_s:
+    if result is None or _open_loop(workload):
         return None
     if result.clock != by or behind(result) <= BEHIND or by * 2 > MAX_FACTOR:
         return None
     return by * 2
+
+
+def _open_loop(workload: Workload) -> bool:
+    # Arrivals written on the launch's clock (a rate, a trace, a duration): never slowed.
+    return workload.request_rate is not None or workload.trace is not None or bool(workload.duration_s)
 
 
 def behind(result: BenchResult) -> float:
