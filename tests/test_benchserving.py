@@ -78,12 +78,14 @@ def test_without_sglang_or_its_wheel_one_line_says_how_to_get_it(sim: Sim, tmp_p
 # Chat parity: bench_serving's sglang-oai-chat and `glm5 bench --protocol chat` on one emulator (noise off), with
 # thinking on: both take TTFT and ITL from chunks of either channel and count the server's usage. bench_serving
 # opens a connection per request (its TCP connect is in its TTFT, ~1 ms alone and ~17 ms when 64 open at once on
-# 2 cores), so the prompts are long enough that a TTFT is ~180 ms at concurrency 1 and ~3 s at 64 (measured: ours
-# 0.6% and 1.1-1.7% lower, ITL and tok/s within 0.9%); at 64 both open most connections in the window (warmup 4).
-# prompts, input length, warmup, the emulator's time scale. At one stream a chat TTFT is one 8,192-token prefill: at
-# x0.25 (190 ms) the two clients' own CPU per request (which differ by design, tests/test_client_cost.py) moved
-# their TTFTs 2.9% apart on a CPU-shared box (CI beside two busy loops); at x1 the model's time dominates.
-CHAT_POINTS = {1: ("6", "8192", "1", 1.0), 64: ("64", "4096", "4", 0.25)}
+# 2 cores), so the prompts are long enough that the model's time dominates it; at 64 both open most connections in
+# the window (warmup 4). CHAT_POINTS: prompts, input length, warmup, the emulator's time scale. At one stream a
+# chat TTFT is one 8,192-token prefill: at x0.25 (190 ms) the two clients' own CPU per request (which differ by
+# design, tests/test_client_cost.py) moved their TTFTs 2.9% apart on a CPU-shared box (CI beside two busy loops); at
+# x1 the model's time dominates. At 64 streams the same: at x0.25 (2.9 s) bench_serving's 64 connects at once put it
+# 2.3% behind beside two busy loops (a CI run failed on it); at x0.5 (5.8 s) -0.6% in 3 of 3 runs beside two busy
+# loops, for 15 s more of the suite.
+CHAT_POINTS = {1: ("6", "8192", "1", 1.0), 64: ("64", "4096", "4", 0.5)}
 
 
 @pytest.mark.solo  # two clients' timings held to 2%: nothing beside them
