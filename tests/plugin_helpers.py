@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,11 @@ model = "{model}"
 
 
 def model_of(test_dir: Path) -> str:
-    """The emulator model path of one pytester test: unique across concurrent sessions too (the test's directory
-    name alone is the same in two runs of the suite, whose clean-ups would then take each other's servers)."""
-    return f"/models/{test_dir.parent.name}-{test_dir.name}"
+    """The emulator model path of one pytester test: unique across concurrent sessions too. The test's directory
+    and its xdist worker's (popen-gw1) are the same in two runs of the suite at once, whose clean-ups then took each
+    other's servers (a CI run beside a developer's run of tests/test_gate.py had its emulator SIGKILLed 0.1 s into
+    startup); the whole path's checksum tells them apart."""
+    return f"/models/{test_dir.parent.name}-{test_dir.name}-{zlib.crc32(str(test_dir).encode()):08x}"
 
 
 def write_configs(pytester: pytest.Pytester, body: str) -> str:
