@@ -273,8 +273,9 @@ SETTINGS: tuple[Setting, ...] = (
             parse=_count),
     Setting("glm5-sim-noise", "emulator launch-to-launch CV (each launch draws one speed factor; default: the "
             "profile's)", parse=parse_fraction),
-    Setting("glm5-alpha", "false-alarm rate per series of a statistical verdict; across the run's series the chance "
-            "of any false alarm is held to it by Benjamini-Hochberg (default 0.01)", 0.01, parse=parse_alpha),
+    Setting("glm5-alpha", "false-alarm rate per series of a statistical verdict; across the run the chance of any "
+            "false alarm is held to it (each config one test, Holm across the configs; default 0.01)", 0.01,
+            parse=parse_alpha),
     Setting("glm5-effect", "the smallest change the gate must find: SAME rules it out, 'unresolved' says how many "
             "launches would find it (default 0.05)", 0.05, parse=parse_effect),
     Setting("glm5-max-repeats", "launches a series may get while its verdict is inconclusive, each a fresh server "

@@ -46,10 +46,12 @@ from typing import Any
 
 from pytest_glm5.configs import ServerConfig
 from pytest_glm5.judge import decide, merge
-from pytest_glm5.judge.baselines import BaselineStore
+from pytest_glm5.judge.baselines import BaselineStore, baseline_path
 from pytest_glm5.judge.gate import Checked, PerfGate, Statistics, references_of, versus_all
 from pytest_glm5.judge.provenance import Provenance
-from pytest_glm5.judge.verdicts import Bound, Kind, verdict_doc
+from pytest_glm5.judge.stats import benjamini_hochberg
+from pytest_glm5.judge.variance import VarianceModel, nights_of
+from pytest_glm5.judge.verdicts import Bound, Kind, Verdict, verdict_doc
 from pytest_glm5.metrics import geometric_mean, higher_is_better
 from pytest_glm5.night import schedule
 from pytest_glm5.night.plan import ConfigCost
@@ -61,6 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HARDWARE = "8x-rtx-pro-6000-blackwell-sm120"
 MODEL = "/models/GLM-5-NVFP4"
 REHEARSAL = ROOT / "baselines" / "sim-glm5-sm120-x0.01" / "GLM-5-NVFP4.toml"
+HEAVY_DROP = 0.15  # a bad launch (heavy-tailed noise): every series of its config this much slower
 SHARED = 0.7  # the share of a series' launch-to-launch variance that the launch gives every series of its config
 BASE = "base"  # the build the references were recorded with, and every night's until the patch
 WORKLOAD = {"scenario": "simulated"}  # one workload for every night: nothing breaks a sample but the build
@@ -109,15 +112,21 @@ class Box:
     cv: float
     rng: random.Random
     slow: dict[str, float] = field(default_factory=dict)  # config -> its drop since the patch
+    dropped: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # config -> the series that drop
+    heavy: float = 0.0  # the share of launches that are slow by HEAVY_DROP on every series (a bad launch)
+    drift: float = 0.0  # the box's slowdown so far (every config, every series): not a build's regression
 
     def launch(self, config: str, series: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
         """One launch of a config: every series' value (1.0 is its true speed before the patch)."""
         shared = self.rng.gauss(0.0, 1.0)
-        drop = self.slow.get(config, 0.0)
+        bad = HEAVY_DROP if self.heavy and self.rng.random() < self.heavy else 0.0
         out = {}
         for scenario, metric in series:
             z = math.sqrt(SHARED) * shared + math.sqrt(1 - SHARED) * self.rng.gauss(0.0, 1.0)
-            level = math.log1p(-drop) if higher_is_better(metric) else -math.log1p(-drop)
+            hit = config in self.slow and (scenario, metric) in self.dropped.get(config, set(series))
+            slower = math.log1p(-self.slow[config]) if hit else 0.0
+            slower += math.log1p(-bad) + math.log1p(-self.drift)
+            level = slower if higher_is_better(metric) else -slower
             out[(scenario, metric)] = math.exp(level + self.cv * z)
         return out
 
@@ -148,10 +157,34 @@ class Night:
     rounds: int = 0
 
 
+def series_family(verdicts: Sequence[Verdict], q: float) -> decide.Family:
+    """The family decision before issue 39 (--series-bh): Benjamini-Hochberg at q over every series of the run, each
+    series its own hypothesis; kept here to measure the config-level decision against (not what the plugin does)."""
+    alone = [v.undecided() for v in verdicts]
+    tested = [i for i, v in enumerate(alone) if v.stat]
+    worse = benjamini_hochberg([alone[i].stat["p_adj"] for i in tested], q)
+    better = benjamini_hochberg([alone[i].stat["p_adj_better"] for i in tested], q)
+    out = list(alone)
+    for i, w, b in zip(tested, worse, better, strict=True):
+        v = alone[i]
+        if (v.verdict in (Kind.REGRESSION, Kind.KNOWN_COST) and not w) or (v.verdict == Kind.IMPROVEMENT and not b):
+            out[i] = replace(v, verdict=Kind.UNRESOLVED if v.verdict != Kind.IMPROVEMENT else Kind.PASS,
+                             note="not significant across the run's series (Benjamini-Hochberg)",
+                             alone=(v.verdict, v.note, v.stat.get("answer")))
+    return decide.Family(len(tested), out)
+
+
+def pooled(refs: Mapping[str, dict[tuple[str, str], Bound]], runs: Sequence[dict[str, Any]]) -> VarianceModel:
+    """The variance model the gate fits from a baselines file and the history, fitted from the simulated references
+    and the nights so far."""
+    return VarianceModel.fit({**{(sc, m, config): b.launches for config, bs in refs.items() for (sc, m), b in
+                                 bs.items()}, **nights_of(runs)})
+
+
 def night(box: Box, costs: Sequence[ConfigCost], configs: Mapping[str, ServerConfig],
           series: Mapping[str, list[tuple[str, str]]], refs: Mapping[str, dict[tuple[str, str], Bound]],
           runs: list[dict[str, Any]], today: dt.date, build: str, budget_s: float, alpha: float,
-          alone: bool = False) -> Night:
+          alone: bool = False, model: VarianceModel | None = None) -> Night:
     """One night of the suite, as the session runs it: tonight's pick, each config's first launch and its rounds
     while a series is undecided and the budget allows, the run's decision, and the history line it appends."""
     tonight = schedule.for_suite(costs, budget_s, runs, 1, configs, today)
@@ -159,6 +192,7 @@ def night(box: Box, costs: Sequence[ConfigCost], configs: Mapping[str, ServerCon
     plan.make_plan(list(costs))
     plan.tonight(tonight, {})
     gate = PerfGate(ROOT, statistics=Statistics(alpha=alpha), history=lambda hw, model: runs)
+    gate.variance[baseline_path(ROOT, HARDWARE, MODEL)] = pooled(refs, runs) if model else VarianceModel({}, {}, None)
     launches = rounds = 0
     by_name = {c.config: c for c in costs}
     for cost in (by_name[n] for n in tonight.order(list(by_name))):
@@ -217,29 +251,52 @@ class History:
     false_regressions: int = 0
     to_confirm: int | None = None  # nights from the drop's arrival to its confirmed regression (1: that night)
     passed_within: list[bool] = field(default_factory=list)  # per unchanged series and sample: pass within 3 nights
+    passed_within_7: list[bool] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a cell changes besides the CV: which series of the slowed config drop, a heavy tail, a drift, a quieter
+    reference session, and whether the variance model is used."""
+
+    which: str = "all"  # all / one / half of the slowed config's series drop
+    heavy: float = 0.0
+    drift: float = 0.0  # the box's slowdown over DRIFT_NIGHTS nights from the first, on every config
+    ref_cv: float | None = None  # the CV of the session that recorded the references (default: the nights')
+    pool: bool = True
+
+
+DRIFT_NIGHTS = 10
 
 
 def history(seed: int, cv: float, drop: float, costs: Sequence[ConfigCost], configs: Mapping[str, ServerConfig],
             series: Mapping[str, list[tuple[str, str]]], n_nights: int, drop_night: int, budget_s: float,
-            alpha: float, tolerance: float, reference: int | None = None, alone: bool = False) -> History:
+            alpha: float, tolerance: float, reference: int | None = None, alone: bool = False,
+            variant: Variant = Variant()) -> History:
     """One history of `n_nights` nights with the patch on `drop_night` slowing one config by `drop`."""
     rng = random.Random(seed)
-    box = Box(cv, rng)
+    box = Box(variant.ref_cv if variant.ref_cv is not None else cv, rng, heavy=variant.heavy)
     looks = PerfGate(ROOT).per_night()
     refs = {name: record(box, name, s, tolerance, looks, reference) for name, s in series.items() if s}
+    box.cv = cv
+    model = pooled(refs, []) if variant.pool else None
     # The drop lands in a config judged against a reference config, not in a reference (those run every night).
     candidates = [c.config for c in costs if series[c.config] and not configs[c.config].known_issue
                   and c.config not in {r.config for r in references_of(configs).values()}]
     dropped = candidates[seed % len(candidates)]
+    mine = list(series[dropped])
+    count = {"all": len(mine), "half": max(1, len(mine) // 2), "one": 1}[variant.which]
+    box.dropped[dropped] = set(rng.sample(mine, count))
     runs: list[dict[str, Any]] = []
     start = dt.date(2027, 1, 1)
     nights: list[Night] = []
     for k in range(1, n_nights + 1):
         if k == drop_night:
             box.slow[dropped] = drop
+        box.drift = variant.drift * min(k, DRIFT_NIGHTS) / DRIFT_NIGHTS
         build = "patched" if k >= drop_night else BASE
         nights.append(night(box, costs, configs, series, refs, runs, start + dt.timedelta(days=k), build,
-                            budget_s, alpha, alone))
+                            budget_s, alpha, alone, model))
     out = History(nights, dropped, drop_night)
     out.over_budget = sum(n.charged_s > budget_s for n in nights)
     judged = [c.config for c in costs if not configs[c.config].known_issue]
@@ -248,24 +305,27 @@ def history(seed: int, cv: float, drop: float, costs: Sequence[ConfigCost], conf
         gaps = [b - a for a, b in zip([0, *on], [*on, n_nights + 1], strict=True)]
         out.longest_gap = max(out.longest_gap, max(gaps) if on else n_nights)
     seen_false: set[tuple[str, str, str]] = set()
+    truly_dropped = {(dropped, sc, m) for sc, m in box.dropped[dropped]}
     for k, n in enumerate(nights, 1):
         for key, verdict in n.verdicts.items():
-            truly = key[0] == dropped and k >= drop_night
+            truly = (key[0], key[1], key[2].split(" vs ")[0]) in truly_dropped and k >= drop_night
             if verdict == Kind.REGRESSION and not truly and key not in seen_false:
                 seen_false.add(key)  # counted once: a confirmed regression stands until the build changes
                 out.false_regressions += 1
             if verdict != Kind.REGRESSION:
                 seen_false.discard(key)
     confirmed = [k for k, n in enumerate(nights, 1) if k >= drop_night and any(
-        v == Kind.REGRESSION for (c, _, _), v in n.verdicts.items() if c == dropped)]
+        v == Kind.REGRESSION for (c, sc, m), v in n.verdicts.items() if (c, sc, m.split(" vs ")[0]) in truly_dropped)]
     out.to_confirm = confirmed[0] - drop_night + 1 if confirmed else None
-    for first in (1, drop_night):  # each sample of an unchanged series: pass within its first 3 nights
-        window = nights[first - 1:first + 2]
+    for first in (1, drop_night):  # each sample of an unchanged series: pass within its first 3 and 7 nights
         for name, ss in series.items():
             if name == dropped and first == drop_night:
                 continue
             for sc, m in ss:
-                out.passed_within.append(any(n.verdicts.get((name, sc, m)) == Kind.PASS for n in window))
+                out.passed_within.append(any(n.verdicts.get((name, sc, m)) == Kind.PASS
+                                             for n in nights[first - 1:first + 2]))
+                out.passed_within_7.append(any(n.verdicts.get((name, sc, m)) == Kind.PASS
+                                               for n in nights[first - 1:first + 6]))
     return out
 
 
@@ -278,14 +338,16 @@ def quantile(values: Sequence[float], q: float) -> float:
 def cell(cv: float, args: argparse.Namespace, costs: Sequence[ConfigCost], configs: Mapping[str, ServerConfig],
          series: Mapping[str, list[tuple[str, str]]]) -> dict[str, Any]:
     """Every history of one CV, and the table row they make."""
+    variant = Variant(args.which, args.heavy, args.drift, args.ref_cv, not args.no_pool)
     work = [(args.seed + i, cv, args.drop, costs, configs, series, args.nights, args.drop_night, args.budget * 3600,
-             args.alpha, args.tolerance, args.reference, args.alone) for i in range(args.histories)]
+             args.alpha, args.tolerance, args.reference, args.alone, variant) for i in range(args.histories)]
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
         hs = pool.starmap(history, work, chunksize=max(1, len(work) // (4 * args.jobs)))
     waits = [h.to_confirm for h in hs if h.to_confirm is not None]
     nights = len(hs) * args.nights
-    within = 3 if cv >= 0.05 else 2
+    within = 2 if cv < 0.05 else 3 if cv < 0.1 else 5
     passed = [x for h in hs for x in h.passed_within]
+    passed7 = [x for h in hs for x in h.passed_within_7]
     return {"cv": cv, "histories": len(hs), "nights_over_budget": sum(h.over_budget for h in hs),
             "longest_gap": max(h.longest_gap for h in hs),
             "false_regressions_per_100_nights": round(100 * sum(h.false_regressions for h in hs) / nights, 2),
@@ -295,6 +357,7 @@ def cell(cv: float, args: argparse.Namespace, costs: Sequence[ConfigCost], confi
             "confirmed_within": within,
             "confirmed_within_share": round(sum(w <= within for w in waits) / len(hs), 3),
             "unchanged_pass_within_3": round(sum(passed) / max(1, len(passed)), 3),
+            "unchanged_pass_within_7": round(sum(passed7) / max(1, len(passed7)), 3),
             "launches_per_night": round(sum(n.launches for h in hs for n in h.nights) / nights, 1),
             "rounds_per_night": round(sum(n.rounds for h in hs for n in h.nights) / nights, 2)}
 
@@ -302,7 +365,7 @@ def cell(cv: float, args: argparse.Namespace, costs: Sequence[ConfigCost], confi
 def table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
     """The markdown table docs/night.md keeps."""
     head = ("| launch CV | nights over budget | longest gap | false regressions / 100 nights | drop confirmed "
-            "(median, p90 nights) | confirmed in time | unchanged pass within 3 nights | launches / night |\n"
+            "(median, p90 nights) | confirmed in time | unchanged pass within 3 / 7 nights | launches / night |\n"
             "|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
@@ -310,9 +373,16 @@ def table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
         lines.append(f"| {r['cv'] * 100:g}% | {r['nights_over_budget']} | {r['longest_gap']} | "
                      f"{r['false_regressions_per_100_nights']:g} | {r['confirm_median']}, {p90} | "
                      f"{r['confirmed_within_share'] * 100:.0f}% within {r['confirmed_within']} | "
-                     f"{r['unchanged_pass_within_3'] * 100:.0f}% | {r['launches_per_night']:g} |")
+                     f"{r['unchanged_pass_within_3'] * 100:.0f}% / {r['unchanged_pass_within_7'] * 100:.0f}% | "
+                     f"{r['launches_per_night']:g} |")
     ref = f"{args.reference} reference launches" if args.reference else "references as --update-baselines records"
     ref += "; EACH SERIES ALONE (no family decision)" if args.alone else ""
+    ref += "; each series' own variance (no variance model)" if args.no_pool else ""
+    ref += "; Benjamini-Hochberg over every series (the decision before issue 39)" if args.series_bh else ""
+    ref += f"; {args.which} of the config's series drop" if args.which != "all" else ""
+    ref += f"; 1 launch in {1 / args.heavy:g} {HEAVY_DROP * 100:g}% slow" if args.heavy else ""
+    ref += f"; the box drifts {args.drift * 100:g}% slower over {DRIFT_NIGHTS} nights" if args.drift else ""
+    ref += f"; references recorded at CV {args.ref_cv * 100:g}%" if args.ref_cv is not None else ""
     lines.append(f"\n{rows[0]['histories']} histories of {args.nights} nights a cell; a {args.drop * 100:g}% drop in "
                  f"one config on night {args.drop_night}; budget {args.budget:g} h; tolerance "
                  f"{args.tolerance * 100:g}%; alpha {args.alpha:g}; {ref}")
@@ -334,10 +404,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "--update-baselines records them, at most 12)")
     ap.add_argument("--alone", action="store_true", help="each series judged alone: no Benjamini-Hochberg over the "
                     "run (to measure what the family decision costs; not what the plugin does)")
+    ap.add_argument("--which", choices=("all", "half", "one"), default="all",
+                    help="which series of the slowed config drop")
+    ap.add_argument("--heavy", type=float, default=0.0, help=f"share of launches {HEAVY_DROP * 100:g}%% slow on "
+                    "every series (heavy-tailed launch noise), e.g. 0.05")
+    ap.add_argument("--drift", type=float, default=0.0, help=f"the box's slowdown over {DRIFT_NIGHTS} nights on "
+                    "every config (not a build's regression), e.g. 0.03")
+    ap.add_argument("--ref-cv", type=float, help="the CV of the session that recorded the references")
+    ap.add_argument("--no-pool", action="store_true", help="each series' own variance: no variance model (to "
+                    "measure what it gives; not what the plugin does)")
+    ap.add_argument("--series-bh", action="store_true", help="the family decision before issue 39: "
+                    "Benjamini-Hochberg over every series (to measure the config-level decision; not what the "
+                    "plugin does)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (histories are independent)")
     ap.add_argument("--json", type=Path, help="write the rows here too")
     args = ap.parse_args(argv)
+    if args.series_bh:
+        decide.family = series_family  # the gate and merge look it up at call time
     costs, configs = suite()
     series = series_of([c.config for c in costs])
     rows = []

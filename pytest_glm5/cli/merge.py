@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """The `merge` subcommand's options."""
     p = sub.add_parser("merge", help="join shard reports (--glm5-report of each --glm5-shard I/N) into one run",
                        description="The shards' verdicts decided as one run (compare_to across shards, one "
-                                   "Benjamini-Hochberg family), baselines updated once, every report written once. "
+                                   "config-level family), baselines updated once, every report written once. "
                                    "Exit 1 on a regression, 2 on bad input.")
     p.add_argument("reports", type=Path, nargs="+", help="the shards' --glm5-report files")
     p.add_argument("--configs", type=Path, help="the configs file (for compare_to across shards)")

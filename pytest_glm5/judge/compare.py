@@ -1,5 +1,5 @@
 """`glm5 compare BASE.json HEAD.json`: two --glm5-report files made elsewhere, judged as the A/B gate judges
-(HEAD against BASE per series, SAME / DIFFERENT / UNKNOWN, Benjamini-Hochberg over the series).
+(HEAD against BASE per series, SAME / DIFFERENT / UNKNOWN, the family decision over the configs).
 
 Each series uses launch-level values from both reports (`launches` of a verdict). Where a side has one launch, the
 between-launch spread comes from the reference launches each report was judged against (`bound.launches`), as
@@ -88,8 +88,8 @@ def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect
     look = Look(alpha, 1, 1, effect)
     alone = [ab(*k, a[k].values, b[k].values, ("base", "head"), b[k].values, look, tolerance,
                 prior=[r for r in (a[k].reference, b[k].reference) if len(r) >= 2]) for k in common]
-    verdicts = family(alone, alpha).verdicts  # what Benjamini-Hochberg does not confirm reads UNKNOWN, as in --glm5-ab
-    lines = [f"{base.name} -> {head.name}: {len(common)} series, alpha {alpha:g} (Benjamini-Hochberg), tolerance "
+    verdicts = family(alone, alpha).verdicts  # what the family does not confirm reads UNKNOWN, as in --glm5-ab
+    lines = [f"{base.name} -> {head.name}: {len(common)} series, alpha {alpha:g} (a config one test, Holm), tolerance "
              f"{tolerance * 100:g}%, SAME rules out {effect * 100:g}%"]
     for v in verdicts:
         answer = str(v.stat["answer"])

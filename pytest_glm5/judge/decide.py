@@ -20,12 +20,15 @@ from .stats import (
     Comparison,
     ab_decision,
     benjamini_hochberg,
+    cauchy_combination,
     compare,
     cv_upper,
     detectable_drop,
+    holm,
     launches_needed,
     spent,
 )
+from .variance import Spread
 from .verdicts import Bound, Kind, Test, Verdict, workload_differs
 
 # "pass" means the data rules out a drop beyond the tolerance: the one-sided bound of the change at this confidence
@@ -37,7 +40,7 @@ AB_TOLERANCE = 0.02  # the practical threshold of an A/B without baselines: a sm
 # cannot be followed, and the verdict says so.
 AFFORDABLE_LAUNCHES = 16
 # The launches a suspect asks of its config's next night: one confirms or clears it alone, but a confirmation must
-# also hold across a run's hundred-odd series (Benjamini-Hochberg); scripts/simulate_nights.py measured the count.
+# also hold across the run's configs (the family decision); scripts/simulate_nights.py measured the count.
 SUSPECT_LAUNCHES = 3
 # A launch beyond the tolerance is a suspect only if a drop is also likely (p below this): at a launch CV near the
 # tolerance one launch in six of unchanged code lies beyond it, and every config would ask for launches every night.
@@ -90,7 +93,7 @@ def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, 
             "change": c.change, "gain": c.gain, "ci": [c.ci_low, c.ci_high], "p_worse": c.p_worse,
             "p_better": c.p_better, "cv": c.cv, "n_new": c.n_new, "n_ref": c.n_ref, "alpha": level,
             "look": look.look, "looks": look.looks,
-            # On the scale of the run's alpha, so one Benjamini-Hochberg pass covers every look's level.
+            # On the scale of the run's alpha, so one family decision covers every look's level.
             "p_adj": min(1.0, p * look.alpha / level) if level > 0 and not math.isnan(p) else 1.0,
             "p_adj_better": min(1.0, c.p_better * look.alpha / level) if level > 0 and not math.isnan(c.p_better)
             else 1.0,
@@ -152,9 +155,15 @@ def _more(n: int, have: int, tolerance: float, side: str) -> str:
     return f"about {more} more {side}{'es' if more != 1 else ''} would resolve it (80% power)"
 
 
+def _lent(spread: Spread | None) -> dict[str, Any]:
+    """compare()'s arguments for what the family lends a series (nothing without a variance model)."""
+    return {} if spread is None else {"lent": spread.lent, "pooled": spread.describe()}
+
+
 def against_reference(config: str, scenario: str, metric: str, samples: list[float], launches: list[float],
-                      bound: Bound, workload: dict[str, Any], look: Look) -> Verdict:
-    """This run's launches against the bound's reference launches (pooled t-test on logs, one-sided)."""
+                      bound: Bound, workload: dict[str, Any], look: Look, pooled: Spread | None = None) -> Verdict:
+    """This run's launches against the bound's reference launches (pooled t-test on logs, one-sided; moderated by
+    what the series' family lends where `pooled` is given)."""
     spread = summarize_repeats(samples)
     measured = float(spread.pop("median"))
     v = Verdict(config, scenario, metric, measured, bound, Kind.PASS, spread, samples, dict(workload),
@@ -162,10 +171,12 @@ def against_reference(config: str, scenario: str, metric: str, samples: list[flo
     if workload and workload_differs(bound.workload, workload):
         v.verdict = Kind.WORKLOAD_CHANGED
         return v
-    c = compare(launches, list(bound.launches), higher_is_better(metric))
+    c = compare(launches, list(bound.launches), higher_is_better(metric), **_lent(pooled))
     tolerance = bound.threshold()
     v.stat = _stat(c, f"{len(bound.launches)} reference launches", f"t-test at alpha {_a(look.level)}, look "
                    f"{look.look} of {look.looks}", tolerance, look, len(bound.launches))
+    if pooled is not None:
+        v.stat["pooled"] = pooled.to_dict()
     v.verdict = _nightly(c, tolerance, look.level)
     if v.verdict == Kind.UNRESOLVED:
         v.note, add = _needed(c, look, len(bound.launches), tolerance)
@@ -233,6 +244,7 @@ def carried(alone: Verdict, prior: Prior, rejudge: Callable[[list[float], Look],
     v = rejudge([*prior.launches, *tonight], at)
     v.launches = tonight  # the history keeps each night's own launches; the test used all of them
     v.stat["nights"], v.stat["carried"] = prior.nights + 1, n_prior
+    v.stat["tested"] = [*prior.launches, *tonight]
     return _suspect(v)
 
 
@@ -267,12 +279,13 @@ def _a(alpha: float) -> str:
 
 def ab(config: str, scenario: str, metric: str, a: list[float], b: list[float], names: tuple[str, str],
        samples_b: list[float], look: Look, tolerance: float = AB_TOLERANCE,
-       prior: Sequence[Sequence[float]] = ()) -> Verdict:
+       prior: Sequence[Sequence[float]] = (), pooled: Spread | None = None) -> Verdict:
     """Build B against build A: SAME / DIFFERENT / UNKNOWN; DIFFERENT and worse beyond the tolerance is a
     regression, UNKNOWN is unresolved. Its line names both of the rule's thresholds once each (SAME's margin on its
     own CI level, DIFFERENT's tolerance at the look's alpha) and the interval it shows is the one SAME is decided on.
-    `prior`: other launch groups of the same spread (recorded references) where a side has one launch."""
-    c = compare(b, a, higher_is_better(metric), prior=prior)
+    `prior`: other launch groups of the same spread (recorded references) where a side has one launch; `pooled`:
+    what the series' family lends (judge/variance.py)."""
+    c = compare(b, a, higher_is_better(metric), prior=prior, **_lent(pooled))
     answer = ab_decision(c, tolerance, look.level, look.effect, look.alpha)
     spread = summarize_repeats(samples_b)
     measured = float(spread.pop("median"))
@@ -312,10 +325,11 @@ def _unknown(c: Comparison, look: Look, tolerance: float, level: float, ci: tupl
 
 
 def against_config(config: str, scenario: str, metric: str, new: list[float], ref: list[float], ref_name: str,
-                   prior: Sequence[Sequence[float]], tolerance: float, look: Look, expected_slower: bool) -> Verdict:
+                   prior: Sequence[Sequence[float]], tolerance: float, look: Look, expected_slower: bool,
+                   pooled: Spread | None = None) -> Verdict:
     """A config against its reference config's launches of this same run. One launch each has no spread, so the
-    between-launch variance also comes from the recorded references of both (`prior`)."""
-    c = compare(new, ref, higher_is_better(metric), prior=prior)
+    between-launch variance also comes from the recorded references of both (`prior`) and what the family lends."""
+    c = compare(new, ref, higher_is_better(metric), prior=prior, **_lent(pooled))
     v = Verdict(config, scenario, metric, geometric_mean(new), None, Kind.PASS, launches=list(new))
     v.stat = _stat(c, ref_name, f"t-test at alpha {_a(look.level)}", tolerance, look, len(ref), compare_to=ref_name)
     v.verdict = _nightly(c, tolerance, look.level)
@@ -355,7 +369,12 @@ def against_the_night(verdicts: Sequence[Verdict]) -> list[Verdict]:
                 or v.verdict not in (Kind.PASS, Kind.REGRESSION) or not prior or not v.launches:
             out.append(v)
             continue
-        c = compare(v.launches, list(v.bound.launches), higher_is_better(v.metric), prior=prior)
+        # Like with like: the launches and the reference the test used (earlier nights' carried, later nights'
+        # grown), and what the family lent it, with tonight's other configs added to the spread.
+        tested = [float(x) for x in st.get("tested") or v.launches]
+        ref = [*v.bound.launches, *(float(x) for x in st.get("grown") or [])]
+        lent = Spread.from_dict(st["pooled"]) if isinstance(st.get("pooled"), dict) else None
+        c = compare(tested, ref, higher_is_better(v.metric), prior=prior, **_lent(lent))
         if c.cv <= st["cv"] or _nightly(c, st["tolerance"], st["alpha"]) != Kind.UNRESOLVED:
             out.append(v)
             continue
@@ -369,11 +388,12 @@ def against_the_night(verdicts: Sequence[Verdict]) -> list[Verdict]:
 
 @dataclass
 class Family:
-    """The family decision of a run: how many series it tested, and the verdicts as decided (copies: each
-    changed one keeps what its own test said in `alone`, so shards can be decided again as one run)."""
+    """The family decision of a run: how many series and configs it tested, and the verdicts as decided (copies:
+    each changed one keeps what its own test said in `alone`, so shards can be decided again as one run)."""
 
     size: int
     verdicts: list[Verdict]
+    configs: int = 0
 
     @property
     def confirmed(self) -> list[Verdict]:
@@ -381,25 +401,92 @@ class Family:
         return [v for v in self.verdicts if v.verdict == Kind.REGRESSION and v.stat]
 
 
+def _config_p(vs: Sequence[Verdict], ps: Sequence[float], worse: bool, q: float) -> float:
+    """A config's one p: the Cauchy combination of its shared factor's test (half the weight: a drop in every
+    series) and of its series' own tests (the other half, shared: a drop in one series alone)."""
+    shared = shared_p(vs, worse, q)
+    if shared is None:
+        return cauchy_combination(ps)
+    return cauchy_combination([shared, *ps], [0.5, *[0.5 / len(ps)] * len(ps)])
+
+
+def shared_p(vs: Sequence[Verdict], worse: bool, q: float) -> float | None:
+    """The p of a config's shared factor, on the scale of the run's alpha q: each launch's mean over the config's
+    own series of its log change from that series' reference mean (oriented: + is better), tonight's launches
+    against the reference's, one t-test. A slow launch moves every series of its config, so a drop in all of them
+    shows here with the noise of about one series; None where fewer than two series share their launch counts."""
+    own = [v for v in vs if v.stat and v.bound is not None and "compare_to" not in v.stat and "answer" not in v.stat]
+    new = {id(v): [float(x) for x in v.stat.get("tested") or v.launches] for v in own}
+    ref = {id(v): [*v.bound.launches, *(float(x) for x in v.stat.get("grown") or [])] for v in own if v.bound}
+    shapes = [(len(new[id(v)]), len(ref[id(v)])) for v in own]
+    if not shapes:
+        return None
+    n, m = max(set(shapes), key=shapes.count)
+    use = [v for v, shape in zip(own, shapes, strict=True) if shape == (n, m) and n >= 1 and m >= 1]
+    if len(use) < 2 or n + m < 3 or any(x <= 0 for v in use for x in (*new[id(v)], *ref[id(v)])):
+        return None
+
+    def centred(v: Verdict, xs: Sequence[float]) -> list[float]:
+        base = sum(math.log(x) for x in ref[id(v)]) / m
+        sign = 1.0 if higher_is_better(v.metric) else -1.0
+        return [sign * (math.log(x) - base) for x in xs]
+
+    rows_new = [centred(v, new[id(v)]) for v in use]
+    rows_ref = [centred(v, ref[id(v)]) for v in use]
+    y = [math.exp(sum(r[i] for r in rows_new) / len(use)) for i in range(n)]
+    x = [math.exp(sum(r[j] for r in rows_ref) / len(use)) for j in range(m)]
+    c = compare(y, x, higher_is_better=True)
+    if not c.testable:
+        return None
+    level = min(float(v.stat.get("alpha", q)) for v in use)
+    return min(1.0, (c.p_worse if worse else c.p_better) * q / level) if level > 0 else 1.0
+
+
+def _by_config(alone: Sequence[Verdict], tested: Sequence[int], worse: bool, q: float) -> set[int]:
+    """The series (indices) the config-level rule confirms in one direction (p_adj, or p_adj_better): each
+    config one hypothesis (the Cauchy combination of its series' p), Holm at q across the configs (a night confirms
+    an unchanged config at most q of the time), and within a config it confirms, Benjamini-Hochberg at q names which
+    series (the config did regress; among the series named, a share of at most q did not)."""
+    p = {i: float(alone[i].stat["p_adj"] if worse else alone[i].stat["p_adj_better"]) for i in tested}
+    groups: dict[str, list[int]] = {}
+    for i in tested:
+        groups.setdefault(alone[i].config, []).append(i)
+    names = list(groups)
+    per_config = holm([_config_p([alone[i] for i in groups[c]], [p[i] for i in groups[c]], worse, q)
+                       for c in names], q)
+    out: set[int] = set()
+    for name, level in zip(names, per_config, strict=True):
+        if level is not None:
+            idx = groups[name]
+            named = benjamini_hochberg([p[i] for i in idx], q)
+            out |= {i for i, r in zip(idx, named, strict=True) if r}
+    return out
+
+
 def family(verdicts: Sequence[Verdict], q: float) -> Family:
-    """Benjamini-Hochberg over every statistical series of the run: a regression (or improvement) it does not
-    confirm becomes unresolved (an improvement: pass), with the reason. Verdicts already decided are decided again
-    from what their own test said; the given verdicts are not changed."""
+    """The run's family decision at q: a config is one hypothesis (its series share every launch), tested by the
+    Cauchy combination of its series' p-values, Holm across the configs (any false regression at most q a night,
+    under any dependence), and within a config it confirms, Holm across its series to name which. A regression (or
+    improvement) it does not confirm becomes unresolved (an improvement: pass), with the reason. Verdicts already
+    decided are decided again from what their own test said; the given verdicts are not changed."""
     alone = [v.undecided() for v in verdicts]
     tested = [i for i, v in enumerate(alone) if v.stat]
     if not tested:
         return Family(0, alone)
-    worse = benjamini_hochberg([alone[i].stat["p_adj"] for i in tested], q)
-    better = benjamini_hochberg([alone[i].stat["p_adj_better"] for i in tested], q)
-    why = f"not significant across the run's {len(tested)} series (Benjamini-Hochberg at {q:g})"
+    worse = _by_config(alone, tested, True, q)
+    better = _by_config(alone, tested, False, q)
+    configs = len({alone[i].config for i in tested})
+    why = (f"not significant across the run's {configs} config{'s' if configs != 1 else ''} ({len(tested)} series; "
+           f"each config one test, the Cauchy combination of its series, Holm at {q:g})")
     out = list(alone)
-    for i, w, b in zip(tested, worse, better, strict=True):
+    for i in tested:
         v = alone[i]
-        if (v.verdict in (Kind.REGRESSION, Kind.KNOWN_COST) and not w) or (v.verdict == Kind.IMPROVEMENT and not b):
+        if (v.verdict in (Kind.REGRESSION, Kind.KNOWN_COST) and i not in worse) or \
+                (v.verdict == Kind.IMPROVEMENT and i not in better):
             stat = cast(Test, dict(v.stat))
             if "answer" in stat:
                 stat["answer"] = "UNKNOWN"
             out[i] = replace(v, verdict=Kind.UNRESOLVED if v.verdict != Kind.IMPROVEMENT else Kind.PASS, note=why,
                              stat=stat,
                              alone=(v.verdict, v.note, v.stat.get("answer")))
-    return Family(len(tested), out)
+    return Family(len(tested), out, configs)

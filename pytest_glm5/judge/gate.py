@@ -26,6 +26,7 @@ from .baselines import BaselineError, BaselineStore, baseline_path, judge, model
 from .decide import Look, per_launch
 from .provenance import Provenance
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
+from .variance import Spread, VarianceModel, variance_of
 from .verdicts import (
     NO_BASELINES,
     NOT_JUDGED,
@@ -256,6 +257,16 @@ class PerfGate:
     # (hardware, model) -> the runs the history holds, oldest first (None: no --glm5-history, nothing carries)
     history: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
     _runs: dict[tuple[str, str], Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    variance: dict[Path, VarianceModel] = field(default_factory=dict)  # per baselines file, fitted once a run
+
+    def spread(self, path: Path, store: BaselineStore, key: tuple[str, str, str]) -> Spread | None:
+        """What the series' family lends it (judge/variance.py), from every reference of the store's file."""
+        if path not in self.variance:
+            hw, model = path.parent.name, path.stem
+            runs = [r for (h, m), rs in self._runs.items() for r in rs if h == hw and model_key(m) == model]
+            self.variance[path] = variance_of(store, runs)
+        config, scenario, metric = key
+        return self.variance[path].spread(scenario, metric, config)
 
     def prior(self, provenance: Provenance, key: tuple[str, str, str], sample: carry.Sample) -> carry.Prior:
         """What earlier nights in the history leave this series (judge/carry.py); nothing without a history."""
@@ -364,13 +375,17 @@ class PerfGate:
         prior = self.prior(provenance, key, sample)
         more = self.grown(provenance, key, sample.ref, bound) if bound.build != provenance.build else ()
         used = replace(bound, launches=(*bound.launches, *more))
-        alone = decide.against_reference(config, scenario, metric, samples, tonight, used, provenance.workload, look)
+        self._runs_of(provenance)  # the history's nights join the variance model
+        spread = self.spread(*self.store(provenance.hardware, provenance.model), key)
+        alone = decide.against_reference(config, scenario, metric, samples, tonight, used, provenance.workload, look,
+                                         spread)
         v = decide.carried(alone, prior, lambda pooled, at: decide.against_reference(
-            config, scenario, metric, samples, pooled, used, provenance.workload, at), look)
+            config, scenario, metric, samples, pooled, used, provenance.workload, at, spread), look)
         v.bound = bound  # what the file holds; the test's reference is in its stat
         if v.stat:
             v.stat["sample"] = {"build": sample.build, "workload": sample.workload, "ref": sample.ref}
             if more:
+                v.stat["grown"] = list(more)
                 v.stat["against"] = (f"{len(used.launches)} reference launches ({len(bound.launches)} recorded, "
                                      f"{len(more)} of later nights of its build)")
         return v
@@ -406,7 +421,8 @@ class PerfGate:
                 a = per_launch([x for x, _ in pick["A"]], [lab for _, lab in pick["A"]])
                 b_samples = [x for x, _ in pick["B"]]
                 b = per_launch(b_samples, [lab for _, lab in pick["B"]])
-                v = decide.ab(config, scenario, metric, a, b, ab, b_samples, look)
+                v = decide.ab(config, scenario, metric, a, b, ab, b_samples, look,
+                              pooled=self.spread(path, store, (config, scenario, metric)))
             elif behind is not None:
                 # A series with no reference yet too: a figure of the host must not become one (it read `new` and
                 # --update-baselines recorded a c1024 p99 TTFT the same run called emulator-bound).
@@ -493,7 +509,7 @@ class PerfGate:
         return not look.last and (any(wants(v) for v in out) or not self._confirmed(out))
 
     def _confirmed(self, out: Sequence[Verdict]) -> bool:
-        """Whether the run-wide decision as it stands (Benjamini-Hochberg over every series judged so far) confirms
+        """Whether the run-wide decision as it stands (decide.family over every config judged so far) confirms
         each regression among `out`: rounds follow the family decision, not each series' own test."""
         mine = {(v.config, v.scenario, v.metric) for v in out if v.verdict == Kind.REGRESSION and v.stat}
         if not mine or self.statistics.ab:
@@ -580,9 +596,11 @@ def versus_of(config: str, scenario: str, verdicts: Sequence[Verdict], everythin
             continue
         prior = [list(b.launches) for b in (v.bound, r.bound) if b is not None]
         tolerance = v.bound.tolerance if v.bound is not None else decide.AB_TOLERANCE
+        lent = v.stat.get("pooled") if v.stat else None  # what the family lent this config's own test
         versus = decide.against_config(config, scenario, metric, v.launches, r.launches, ref, prior, tolerance,
                                        Look(statistics.alpha, effect=statistics.effect),
-                                       bool(reference and reference.expected_slower))
+                                       bool(reference and reference.expected_slower),
+                                       Spread.from_dict(lent) if isinstance(lent, dict) else None)
         versus.test = v.test  # the test that measured this config's side: its gate item fails on a regression
         out.append(versus)
     return out

@@ -2,7 +2,7 @@
 and updated into the baselines once.
 
 A worker ships its run document before the family decision, and a shard's verdicts keep what their own test said
-(`alone`), so Benjamini-Hochberg runs once, over every series of the run, exactly as in a run on one process.
+(`alone`), so the family decision runs once, over every config of the run, exactly as in a run on one process.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def coverage(docs: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
 
 
 def decided(m: Merged, alpha: float) -> Merged:
-    """The run after its family decision (Benjamini-Hochberg over every statistical series at alpha), each pass and
+    """The run after its family decision (decide.family: a config one test, Holm at alpha), each pass and
     regression first held against the run's own launch spread (decide.against_the_night); `m` is not changed."""
     fam = decide.family([*decide.against_the_night(m.verdicts), *m.versus], alpha)
     n = len(m.verdicts)

@@ -36,6 +36,7 @@ class Comparison:
     n_ref: int
     higher_is_better: bool
     df: int = 0
+    pooled: str = ""  # where the variance came from besides the two sides (judge/variance.py Spread.describe)
 
     @property
     def gain(self) -> float:
@@ -63,8 +64,9 @@ class Comparison:
         ptxt = "p n/a (one launch each: no spread)" if math.isnan(p) else f"p {_p(p)}"
         lo, hi = (self.ci_low, self.ci_high) if confidence == 0.95 else self.change_bounds(confidence)
         level = "" if confidence == 0.95 else f" {confidence * 100:g}% CI"
+        pooled = f" ({self.pooled})" if self.pooled else ""
         return (f"{self.change * 100:+.1f}% [{lo * 100:+.1f}%, {hi * 100:+.1f}%]{level}, {ptxt}, "
-                f"CV {self.cv * 100:.1f}%, {self.n_new} vs {self.n_ref} launches")
+                f"CV {self.cv * 100:.1f}%{pooled}, {self.n_new} vs {self.n_ref} launches")
 
 
 def _p(p: float) -> str:
@@ -83,15 +85,18 @@ def _ss(logs: Sequence[float]) -> float:
     return sum((x - m) ** 2 for x in logs)
 
 
-def _parts(new: Sequence[float], ref: Sequence[float],
-           prior: Sequence[Sequence[float]] = ()) -> tuple[float, float, int]:
-    """Difference of log means, its standard error (pooled variance, with the prior groups' spread), degrees of
-    freedom."""
+def _parts(new: Sequence[float], ref: Sequence[float], prior: Sequence[Sequence[float]] = (),
+           lent: tuple[float, float] | None = None) -> tuple[float, float, int]:
+    """Difference of log means, its standard error (pooled variance, with the prior groups' spread and the variance
+    a family lends: (variance, degrees of freedom)), degrees of freedom."""
     a, b = _logs(new), _logs(ref)
     ma, mb = sum(a) / len(a), sum(b) / len(b)
     groups = [_logs(g) for g in prior if len(g) >= 2]
     df = len(a) + len(b) - 2 + sum(len(g) - 1 for g in groups)
     ss = _ss(a) + _ss(b) + sum(_ss(g) for g in groups)
+    if lent is not None and 0 < lent[1] < math.inf and math.isfinite(lent[0]):
+        df0 = round(lent[1])
+        ss, df = ss + df0 * lent[0], df + df0
     sd = math.sqrt(ss / df) if df > 0 else float("nan")
     return ma - mb, sd * math.sqrt(1 / len(a) + 1 / len(b)), df
 
@@ -108,15 +113,18 @@ def _interval(c: Comparison, confidence: float) -> tuple[float, float]:
 
 
 def compare(new: Sequence[float], ref: Sequence[float], higher_is_better: bool,
-            prior: Sequence[Sequence[float]] = ()) -> Comparison:
+            prior: Sequence[Sequence[float]] = (), lent: tuple[float, float] | None = None,
+            pooled: str = "") -> Comparison:
     """Pooled two-sample t-test on log values (equal variance: the same machine and server), one-sided both ways.
-    `prior`: other launch groups of the same variance (recorded references) that add to the spread's estimate.
+    `prior`: other launch groups of the same variance (recorded references) that add to the spread's estimate;
+    `lent`: the variance and degrees of freedom the series' family lends it (judge/variance.py), a moderated t-test;
+    `pooled`: where that came from, for the line.
 
     With one launch per side and no prior there is no spread to test with: p is nan and the caller says so."""
     from scipy import stats as sps
     if not new or not ref:
         raise ValueError("need at least one launch on each side")
-    d, se, df = _parts(new, ref, prior)
+    d, se, df = _parts(new, ref, prior, lent)
     cv = se / math.sqrt(1 / len(new) + 1 / len(ref)) if df > 0 else 0.0
     if df <= 0:
         p_up = p_down = float("nan")
@@ -132,7 +140,8 @@ def compare(new: Sequence[float], ref: Sequence[float], higher_is_better: bool,
         q = float(sps.t.ppf(0.975, df))
         lo, hi = math.expm1(d - q * se), math.expm1(d + q * se)
     p_worse, p_better = (p_down, p_up) if higher_is_better else (p_up, p_down)
-    return Comparison(math.expm1(d), lo, hi, p_worse, p_better, cv, len(new), len(ref), higher_is_better, df)
+    return Comparison(math.expm1(d), lo, hi, p_worse, p_better, cv, len(new), len(ref), higher_is_better, df,
+                      pooled if lent is not None else "")
 
 
 def spent(alpha: float, look: int, looks: int, early: bool = False) -> float:
@@ -213,6 +222,66 @@ def benjamini_hochberg(pvalues: Sequence[float], q: float) -> list[bool]:
     for i in order[:cut]:
         rejected[i] = True
     return rejected
+
+
+def cauchy_combination(pvalues: Sequence[float], weights: Sequence[float] | None = None) -> float:
+    """One p-value for a family of tests that may depend on each other in any way (Liu and Xie 2020): the mean of
+    tan((0.5 - p) pi) is standard Cauchy under the null whatever the dependence, in the tail that decides. A config's
+    series share every launch (a slow launch moves them all), so the config is one hypothesis, not fifteen; a drop in
+    one series alone still carries it (about m times that series' p, as Bonferroni within the config), a drop in all
+    of them about their common p. `weights` (default equal) share the combination among the tests.
+
+        >>> round(cauchy_combination([0.001, 0.5, 0.5, 0.5]), 4)
+        0.004
+        >>> round(cauchy_combination([0.002] * 5), 4)
+        0.002
+    """
+    ws = list(weights) if weights is not None else [1.0] * len(pvalues)
+    pairs = [(min(max(p, 1e-300), 1.0), w) for p, w in zip(pvalues, ws, strict=True) if not math.isnan(p) and w > 0]
+    if not pairs:
+        return 1.0
+    total = sum(w for _, w in pairs)
+    if min(p for p, _ in pairs) < 1e-15:  # tan overflows its precision: the tail is w / (pi p) summed
+        return min(1.0, min(p * total / w for p, w in pairs))
+    t = sum(w * math.tan((0.5 - p) * math.pi) for p, w in pairs) / total
+    return min(1.0, max(0.0, 0.5 - math.atan(t) / math.pi))
+
+
+def holm(pvalues: Sequence[float], alpha: float) -> list[float | None]:
+    """The level at which Holm's step-down rejects each hypothesis at family-wise error alpha (under any
+    dependence); None: not rejected.
+
+        >>> holm([0.001, 0.02, 0.003, 0.5], 0.01)
+        [0.0025, None, 0.0033333333333333335, None]
+    """
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    m = len(pvalues)
+    levels: list[float | None] = [None] * m
+    for rank, i in enumerate(order):
+        if not pvalues[i] <= alpha / (m - rank):
+            break
+        levels[i] = alpha / (m - rank)
+    return levels
+
+
+def closed_cauchy(pvalues: Sequence[float], level: float) -> list[bool]:
+    """Closed testing with the Cauchy combination as every local test: hypothesis i is rejected when every subset
+    of the family that holds it is, so the family-wise error stays at `level` under any dependence. The subset
+    hardest to reject holds i and each hypothesis whose tan term lies below the running mean (largest p first).
+
+        >>> closed_cauchy([0.001, 0.002, 0.6, 0.9], 0.01)
+        [True, True, False, False]
+    """
+    terms = [math.tan((0.5 - min(max(p, 1e-15), 1.0)) * math.pi) for p in pvalues]
+    out = []
+    for i, t in enumerate(terms):
+        total, n = t, 1
+        for other in sorted(terms[:i] + terms[i + 1:]):
+            if other >= total / n:
+                break
+            total, n = total + other, n + 1
+        out.append(0.5 - math.atan(total / n) / math.pi <= level)
+    return out
 
 
 def ab_decision(c: Comparison, tolerance: float, alpha: float, effect: float, same_alpha: float = DEFAULT_ALPHA) -> str:

@@ -62,7 +62,7 @@ class Test(TypedDict, total=False):
     alpha: float  # the level of this look
     look: int
     looks: int
-    p_adj: float  # p on the scale of the run's alpha (one Benjamini-Hochberg pass covers every look)
+    p_adj: float  # p on the scale of the run's alpha (one family decision covers every look)
     p_adj_better: float
     answer: str  # A/B: SAME / DIFFERENT/worse / ...; nightly: the verdict before the family decision
     build_a: str
@@ -78,6 +78,9 @@ class Test(TypedDict, total=False):
     suspect: bool  # one launch dropped beyond the tolerance: a second confirms or clears it
     futile: bool  # the looks left tonight cannot reach the launches it needs: no round is spent on it
     restart: bool  # an earlier sample spent its looks undecided: a new one starts with these launches
+    pooled: dict[str, Any]  # what the series' family lent its variance (judge/variance.py Spread.to_dict)
+    tested: list[float]  # the launches the test used where earlier nights' joined tonight's (judge/carry.py)
+    grown: list[float]  # reference launches later nights of the reference's build added (judge/carry.py grown)
 
 
 @dataclass(frozen=True)

@@ -207,8 +207,8 @@ def summary_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], update
     imps = [v for v in verdicts if v.verdict == Kind.IMPROVEMENT]
     new = [v for v in verdicts if v.verdict == Kind.NEW]
     if verdicts:
-        held = (f"; any false alarm among them held to {alpha:g} (Benjamini-Hochberg over the run, alpha spending "
-                "over added launches)") if family_size else ""
+        held = (f"; any false alarm among them held to {alpha:g} (each config one test, Holm across the configs, "
+                "alpha spending over added launches)") if family_size else ""
         out.append(f"{series_total(verdicts)}{held}")
     unguarded = {v.config: v.reason.short for v in new if v.reason is not None and v.reason.kind == NO_BASELINES}
     out += [f"{note}; record them with --update-baselines" for note in unguarded.values()]

@@ -1,0 +1,157 @@
+"""The box's variance model (judge/variance.py) and the run's config-level family decision (judge/decide.py family):
+what a young series borrows, what a bad launch cannot do, honest degrees of freedom, and a config as one hypothesis
+under the dependence a shared launch gives its series."""
+
+from __future__ import annotations
+
+import math
+import random
+from statistics import NormalDist
+
+from pytest_glm5.judge import decide
+from pytest_glm5.judge.decide import Look
+from pytest_glm5.judge.stats import cauchy_combination, compare, holm
+from pytest_glm5.judge.variance import Spread, VarianceModel, fit_prior, nights_of
+from pytest_glm5.judge.verdicts import Bound, Kind, Verdict
+from pytest_glm5.judge.verdicts import Test as Stat
+
+
+def _launches(rng: random.Random, n: int, cv: float, level: float = 100.0) -> list[float]:
+    return [level * math.exp(rng.gauss(0.0, cv)) for _ in range(n)]
+
+
+def _family(rng: random.Random, configs: int, n: int, cv: float) -> dict[tuple[str, str, str], list[float]]:
+    return {("single", "output_throughput", f"c{i}"): _launches(rng, n, cv) for i in range(configs)}
+
+
+def test_a_young_series_borrows_its_familys_variance_and_a_stable_one_keeps_its_own() -> None:
+    rng = random.Random(7)
+    launches = _family(rng, 10, 12, 0.05)
+    launches[("single", "output_throughput", "young")] = [100.0, 100.1]  # two launches that agree by luck
+    m = VarianceModel.fit(launches)
+    young = m.spread("single", "output_throughput", "young")
+    assert young is not None and young.own_df == 1
+    assert 0.035 < young.cv < 0.07  # the family's 5%, not its own 0.07%
+    assert young.df > 60 and young.describe().startswith("pooled: 11 series, 122 launches, df ")
+    # A series the family does not hold (another scenario) borrows the metric's, then the whole file's.
+    other = m.spread("dual", "output_throughput", "c0")
+    assert other is not None and other.family == "output_throughput" and other.own_df == 0
+
+
+def test_the_family_lends_no_more_degrees_of_freedom_than_it_has() -> None:
+    m = VarianceModel.fit(_family(random.Random(1), 3, 4, 0.03))
+    sp = m.spread("single", "output_throughput", "c0")
+    assert sp is not None and sp.df0 <= 2 * 3 and sp.df <= 3 * 3
+    assert VarianceModel.fit(_family(random.Random(1), 2, 4, 0.03)).spread("single", "output_throughput", "c0") is None
+
+
+def test_variances_that_disagree_lend_less_than_variances_that_agree() -> None:
+    rng = random.Random(3)
+    agree = [sum(rng.gauss(0, 1) ** 2 for _ in range(11)) / 11 for _ in range(40)]
+    s0, d0 = fit_prior(agree, [11] * 40)
+    assert d0 > 50 and 0.8 < s0 < 1.25  # one variance: the family lends much
+    disagree = [v * (10.0 if i % 2 else 1.0) for i, v in enumerate(agree)]
+    _, d1 = fit_prior(disagree, [11] * 40)
+    assert d1 < 5  # a tenfold split: each series mostly keeps its own
+
+
+def test_one_bad_launch_does_not_double_the_familys_variance() -> None:
+    rng = random.Random(5)
+    launches = _family(rng, 10, 12, 0.02)
+    clean = VarianceModel.fit(launches).spread("single", "output_throughput", "c1")
+    launches[("single", "output_throughput", "c0")][3] *= 0.85  # one launch 15% slow: 8 standard deviations
+    bad = VarianceModel.fit(launches).spread("single", "output_throughput", "c1")
+    assert clean is not None and bad is not None
+    assert bad.var0 < 1.3 * clean.var0
+
+
+def test_a_moderated_test_finds_a_drop_its_own_spread_alone_cannot_confirm() -> None:
+    rng = random.Random(11)
+    ref, new = _launches(rng, 12, 0.05), _launches(rng, 3, 0.05, 90.0)
+    alone = compare(new, ref, higher_is_better=True)
+    pooled = compare(new, ref, higher_is_better=True, lent=(0.05 ** 2, 200.0), pooled="pooled: 20 series")
+    assert pooled.df == alone.df + 200
+    assert "CV" in pooled.describe() and "(pooled: 20 series), 3 vs 12 launches" in pooled.describe()
+    # The same data: the critical t at 13 degrees of freedom is about 1.4 times that at 213.
+    assert pooled.p_worse < alone.p_worse
+
+
+def test_a_verdict_says_where_its_variance_came_from() -> None:
+    rng = random.Random(2)
+    model = VarianceModel.fit(_family(rng, 6, 12, 0.04))
+    sp = model.spread("single", "output_throughput", "c0")
+    ref = tuple(_launches(rng, 12, 0.04))
+    bound = Bound("output_throughput", "floor", 100.0, 0.05, launches=ref)
+    v = decide.against_reference("c0", "single", "output_throughput", [88.0, 89.0], [88.0, 89.0], bound, {},
+                                 Look(0.01), sp)
+    assert "(pooled: 6 series, 72 launches, df " in v.stat["describe"]
+    assert v.stat["pooled"]["series"] == 6 and v.stat["pooled"]["df"] == sp.df if sp else False
+
+
+def _night(rng: random.Random, configs: int, series: int, drop: dict[int, float]) -> list[Verdict]:
+    """One night's verdicts as their own tests left them: each series' one-sided p from a z that shares 70% of its
+    variance with its config's other series (a launch moves them all); `drop`: config -> its z shift (all series)."""
+    out = []
+    for c in range(configs):
+        shared = rng.gauss(0.0, 1.0)
+        for s in range(series):
+            z = math.sqrt(0.7) * shared + math.sqrt(0.3) * rng.gauss(0.0, 1.0) + drop.get(c, 0.0)
+            p = NormalDist().cdf(-z)
+            st = Stat(p_adj=p, p_adj_better=1 - p, p_worse=p, gain=-0.1 if p < 0.01 else 0.0, tolerance=0.05)
+            out.append(Verdict(f"c{c}", f"s{s}", "output_throughput", 1.0, None,
+                               Kind.REGRESSION if p < 0.01 else Kind.PASS, stat=st))
+    return out
+
+
+def test_a_config_is_one_hypothesis_a_night_under_any_dependence() -> None:
+    rng = random.Random(17)
+    nights = 3000
+    false = sum(bool(decide.family(_night(rng, 10, 15, {}), 0.01).confirmed) for _ in range(nights))
+    # At most 1% of unchanged nights confirm anything (95% binomial bound over 3000 nights: 1.4%).
+    assert false / nights <= 0.014, false
+
+
+def test_a_drop_in_one_series_alone_is_still_found() -> None:
+    vs = _night(random.Random(4), 10, 15, {})
+    vs = [v for v in vs if v.verdict != Kind.REGRESSION]  # a night with no other alarm
+    one = next(v for v in vs if v.config == "c3")
+    one.verdict, one.stat = Kind.REGRESSION, Stat(p_adj=1e-6, p_adj_better=1.0, p_worse=1e-6, gain=-0.1)
+    fam = decide.family(vs, 0.01)
+    assert [(v.config, v.scenario) for v in fam.confirmed] == [("c3", one.scenario)]
+    assert fam.configs == 10 and fam.size == len(vs)
+
+
+def test_what_the_family_does_not_confirm_says_why() -> None:
+    vs = _night(random.Random(8), 10, 15, {})
+    weak = next(v for v in vs if v.config == "c0")
+    weak.verdict, weak.stat = Kind.REGRESSION, Stat(p_adj=0.004, p_adj_better=1.0, p_worse=0.004, gain=-0.1)
+    [after] = [v for v in decide.family(vs, 0.01).verdicts if v is not weak and v.config == "c0"
+               and v.scenario == weak.scenario]
+    assert after.verdict == Kind.UNRESOLVED and after.alone is not None and after.alone[0] == Kind.REGRESSION
+    assert "not significant across the run's 10 configs (150 series; each config one test" in after.note
+
+
+def test_the_combination_and_holm_on_their_own() -> None:
+    assert cauchy_combination([]) == 1.0 and cauchy_combination([math.nan, 0.5]) == 0.5
+    assert cauchy_combination([1e-20, 0.5]) == 2e-20  # past tan's precision: the tail
+    assert holm([], 0.01) == [] and holm([0.02], 0.01) == [None]
+
+
+def test_nights_noisier_than_the_recording_session_widen_the_model() -> None:
+    rng = random.Random(9)
+    refs = _family(rng, 8, 12, 0.02)  # recorded in one quiet session
+    quiet = VarianceModel.fit(refs).spread("single", "output_throughput", "c0")
+    runs = [{"series": [{"config": f"c{i}", "scenario": "single", "metric": "output_throughput", "build": "b",
+                         "workload": "w", "ref": "r", "launches": _launches(rng, 1, 0.05)} for i in range(8)]}
+            for _ in range(10)]  # ten nights at CV 5%, one launch each
+    runs.append({"series": [{"config": "c0", "scenario": "single", "metric": "output_throughput", "launches": [1.0]}]})
+    noisy = variance_of_nights(refs, runs)
+    assert quiet is not None and noisy is not None
+    assert quiet.cv < 0.03 and noisy.cv > 1.4 * quiet.cv  # the nights' spread is the box's too
+    # What the series' test adds to its quiet reference: its own nine nights' degrees of freedom at their spread.
+    assert noisy.nights_df == 9 and math.sqrt(noisy.lent[0]) > 1.5 * math.sqrt(quiet.lent[0])
+    assert noisy.series == 8  # each config's reference and its nights are one series; a line without a build is none
+
+
+def variance_of_nights(refs: dict[tuple[str, str, str], list[float]], runs: list[dict[str, object]]) -> Spread | None:
+    return VarianceModel.fit({**refs, **nights_of(runs)}).spread("single", "output_throughput", "c0")
