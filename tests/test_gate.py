@@ -430,10 +430,15 @@ def test_glm5_compare_finds_a_drop_between_two_ordinary_nightly_reports(
     capsys.readouterr()
     assert glm5(["compare", str(a), str(b)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert sum(line.startswith("REGRESSION t c") for line in out) == 2, out
-    # the regressions in the order the run decided them: both named, either first
-    both = r"FAILED: 2 regressions \(t c[12] output_throughput -\d+\.\d%, t c[12] output_throughput"
-    assert re.match(both, out[-1]), out[-1]
+    # Every series both runs judged is found (a busy host can make a run call a point client-bound, which compare
+    # then leaves unjudged as the run did: a CI run beside other work read 1 of 1 judged, and failed on "2").
+    host = ("client-bound", "emulator-bound")
+    judged = [v for v in json.loads(b.read_text())["verdicts"] if v["verdict"] not in host and not any(
+        w["verdict"] in host for w in json.loads(a.read_text())["verdicts"] if w["scenario"] == v["scenario"])]
+    assert judged and sum(line.startswith("REGRESSION t c") for line in out) == len(judged), out
+    if len(judged) == 2:  # the regressions in the order the run decided them: both named, either first
+        both = r"FAILED: 2 regressions \(t c[12] output_throughput -\d+\.\d%, t c[12] output_throughput"
+        assert re.match(both, out[-1]), out[-1]
     # What the head run did not judge is not judged here either.
     doc = json.loads(b.read_text())
     doc["verdicts"][0]["verdict"] = "client-bound"
