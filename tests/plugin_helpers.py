@@ -23,8 +23,9 @@ def model_of(test_dir: Path) -> str:
     """The emulator model path of one pytester test: unique across concurrent sessions too. The test's directory
     and its xdist worker's (popen-gw1) are the same in two runs of the suite at once, whose clean-ups then took each
     other's servers (a CI run beside a developer's run of tests/test_gate.py had its emulator SIGKILLed 0.1 s into
-    startup); the whole path's checksum tells them apart."""
-    return f"/models/{test_dir.parent.name}-{test_dir.name}-{zlib.crc32(str(test_dir).encode()):08x}"
+    startup); the whole path's checksum tells them apart, in place of the worker's name (a longer name wraps the
+    lines that quote a file named after it)."""
+    return f"/models/{test_dir.name}-{zlib.crc32(str(test_dir).encode()):08x}"
 
 
 def write_configs(pytester: pytest.Pytester, body: str) -> str:
