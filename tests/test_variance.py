@@ -155,3 +155,15 @@ def test_nights_noisier_than_the_recording_session_widen_the_model() -> None:
 
 def variance_of_nights(refs: dict[tuple[str, str, str], list[float]], runs: list[dict[str, object]]) -> Spread | None:
     return VarianceModel.fit({**refs, **nights_of(runs)}).spread("single", "output_throughput", "c0")
+
+
+def test_a_series_that_improved_does_not_cancel_a_drop_beside_it() -> None:
+    # A CI run: throughput -48% at p 3e-10 and the same config's TTFT 21% better (p 1.0): the p near 1 added a term
+    # near minus infinity to the Cauchy sum, and the drop read "not significant across the run's 1 config".
+    drop = Verdict("t", "c2", "output_throughput", 1.0, None, Kind.REGRESSION,
+                   stat=Stat(p_adj=4e-10, p_adj_better=1.0, p_worse=2.6e-10, gain=-0.48, tolerance=0.3))
+    better = Verdict("t", "c2", "median_ttft_ms", 1.0, None, Kind.IMPROVEMENT,
+                     stat=Stat(p_adj=1.0, p_adj_better=1e-4, p_worse=1.0, gain=0.21, tolerance=0.3))
+    fam = decide.family([drop, better], 0.01)
+    assert [v.metric for v in fam.confirmed] == ["output_throughput"]
+    assert cauchy_combination([1e-6, 1.0]) < 1e-5
