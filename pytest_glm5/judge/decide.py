@@ -344,6 +344,16 @@ def against_config(config: str, scenario: str, metric: str, new: list[float], re
     return v
 
 
+def _tested(v: Verdict) -> list[float]:
+    """The launches a verdict's test used: earlier nights' with tonight's where it carried them, else tonight's."""
+    return [float(x) for x in v.stat.get("tested") or v.launches]
+
+
+def _reference(v: Verdict) -> list[float]:
+    """The reference launches a verdict's test used: the recorded ones and those later nights of its build grew."""
+    return [*(v.bound.launches if v.bound else ()), *(float(x) for x in v.stat.get("grown") or [])]
+
+
 def _night_groups(verdicts: Sequence[Verdict]) -> dict[str, list[float]]:
     """Per config, the launch values of its throughput series with the most launches (two or more) this run: one
     group per config, since a config's series share its launches."""
@@ -371,10 +381,8 @@ def against_the_night(verdicts: Sequence[Verdict]) -> list[Verdict]:
             continue
         # Like with like: the launches and the reference the test used (earlier nights' carried, later nights'
         # grown), and what the family lent it, with tonight's other configs added to the spread.
-        tested = [float(x) for x in st.get("tested") or v.launches]
-        ref = [*v.bound.launches, *(float(x) for x in st.get("grown") or [])]
         lent = Spread.from_dict(st["pooled"]) if isinstance(st.get("pooled"), dict) else None
-        c = compare(tested, ref, higher_is_better(v.metric), prior=prior, **_lent(lent))
+        c = compare(_tested(v), _reference(v), higher_is_better(v.metric), prior=prior, **_lent(lent))
         if c.cv <= st["cv"] or _nightly(c, st["tolerance"], st["alpha"]) != Kind.UNRESOLVED:
             out.append(v)
             continue
@@ -416,8 +424,8 @@ def shared_p(vs: Sequence[Verdict], worse: bool, q: float) -> float | None:
     against the reference's, one t-test. A slow launch moves every series of its config, so a drop in all of them
     shows here with the noise of about one series; None where fewer than two series share their launch counts."""
     own = [v for v in vs if v.stat and v.bound is not None and "compare_to" not in v.stat and "answer" not in v.stat]
-    new = {id(v): [float(x) for x in v.stat.get("tested") or v.launches] for v in own}
-    ref = {id(v): [*v.bound.launches, *(float(x) for x in v.stat.get("grown") or [])] for v in own if v.bound}
+    new = {id(v): _tested(v) for v in own}
+    ref = {id(v): _reference(v) for v in own}
     shapes = [(len(new[id(v)]), len(ref[id(v)])) for v in own]
     if not shapes:
         return None

@@ -271,26 +271,6 @@ def holm(pvalues: Sequence[float], alpha: float) -> list[float | None]:
     return levels
 
 
-def closed_cauchy(pvalues: Sequence[float], level: float) -> list[bool]:
-    """Closed testing with the Cauchy combination as every local test: hypothesis i is rejected when every subset
-    of the family that holds it is, so the family-wise error stays at `level` under any dependence. The subset
-    hardest to reject holds i and each hypothesis whose tan term lies below the running mean (largest p first).
-
-        >>> closed_cauchy([0.001, 0.002, 0.6, 0.9], 0.01)
-        [True, True, False, False]
-    """
-    terms = [math.tan((0.5 - min(max(p, 1e-15), 1.0)) * math.pi) for p in pvalues]
-    out = []
-    for i, t in enumerate(terms):
-        total, n = t, 1
-        for other in sorted(terms[:i] + terms[i + 1:]):
-            if other >= total / n:
-                break
-            total, n = total + other, n + 1
-        out.append(0.5 - math.atan(total / n) / math.pi <= level)
-    return out
-
-
 def ab_decision(c: Comparison, tolerance: float, alpha: float, effect: float, same_alpha: float = DEFAULT_ALPHA) -> str:
     """SAME / DIFFERENT / UNKNOWN, as Pinpoint answers, with a stated design: DIFFERENT when p < alpha (this look's
     level) and the change exceeds the tolerance; SAME when the (1 - 2 same_alpha) CI of the change lies inside
