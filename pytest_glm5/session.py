@@ -441,7 +441,7 @@ class Glm5Session:
             results=[{"config": c, "scenario": sc, "runs": [r.to_dict() for r in rs]}
                      for (c, sc), rs in (gate.results if gate else {}).items()],
             events=[(e.config, e.message) for e in pool.events] if pool is not None else [],
-            statistics=gate.statistics.to_dict() if gate is not None else None)
+            statistics={**gate.statistics.to_dict(), "variance": gate.models()} if gate is not None else None)
 
     def document(self, view: Merged, changes: Sequence[Change] = ()) -> dict[str, Any]:
         """The run document every output is rendered from (with the outcome, once it is decided)."""

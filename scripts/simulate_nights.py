@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_glm5.configs import ServerConfig
-from pytest_glm5.judge import decide, merge
+from pytest_glm5.judge import decide, family, merge
 from pytest_glm5.judge.baselines import BaselineStore, baseline_path
 from pytest_glm5.judge.gate import Checked, PerfGate, Statistics, references_of, versus_all
 from pytest_glm5.judge.provenance import Provenance
@@ -115,14 +115,17 @@ class Box:
     dropped: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # config -> the series that drop
     heavy: float = 0.0  # the share of launches that are slow by HEAVY_DROP on every series (a bad launch)
     drift: float = 0.0  # the box's slowdown so far (every config, every series): not a build's regression
+    factors: tuple[float, ...] = ()  # real launches' log factors (--bootstrap): each launch's shared part
 
     def launch(self, config: str, series: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
         """One launch of a config: every series' value (1.0 is its true speed before the patch)."""
         shared = self.rng.gauss(0.0, 1.0)
+        real = self.rng.choice(self.factors) if self.factors else 0.0  # a real launch's own factor, whatever its tail
         bad = HEAVY_DROP if self.heavy and self.rng.random() < self.heavy else 0.0
         out = {}
         for scenario, metric in series:
-            z = math.sqrt(SHARED) * shared + math.sqrt(1 - SHARED) * self.rng.gauss(0.0, 1.0)
+            own = math.sqrt(1 - SHARED) * self.rng.gauss(0.0, 1.0)
+            z = own + (real / self.cv if self.factors else math.sqrt(SHARED) * shared)
             hit = config in self.slow and (scenario, metric) in self.dropped.get(config, set(series))
             slower = math.log1p(-self.slow[config]) if hit else 0.0
             slower += math.log1p(-bad) + math.log1p(-self.drift)
@@ -157,7 +160,7 @@ class Night:
     rounds: int = 0
 
 
-def series_family(verdicts: Sequence[Verdict], q: float) -> decide.Family:
+def series_family(verdicts: Sequence[Verdict], q: float) -> family.Family:
     """The family decision before issue 39 (--series-bh): Benjamini-Hochberg at q over every series of the run, each
     series its own hypothesis; kept here to measure the config-level decision against (not what the plugin does)."""
     alone = [v.undecided() for v in verdicts]
@@ -171,7 +174,7 @@ def series_family(verdicts: Sequence[Verdict], q: float) -> decide.Family:
             out[i] = replace(v, verdict=Kind.UNRESOLVED if v.verdict != Kind.IMPROVEMENT else Kind.PASS,
                              note="not significant across the run's series (Benjamini-Hochberg)",
                              alone=(v.verdict, v.note, v.stat.get("answer")))
-    return decide.Family(len(tested), out)
+    return family.Family(len(tested), out)
 
 
 def pooled(refs: Mapping[str, dict[tuple[str, str], Bound]], runs: Sequence[dict[str, Any]]) -> VarianceModel:
@@ -264,6 +267,7 @@ class Variant:
     drift: float = 0.0  # the box's slowdown over DRIFT_NIGHTS nights from the first, on every config
     ref_cv: float | None = None  # the CV of the session that recorded the references (default: the nights')
     pool: bool = True
+    factors: tuple[float, ...] = ()  # --bootstrap: real launches' log factors, resampled as each launch's shared part
 
 
 DRIFT_NIGHTS = 10
@@ -275,7 +279,7 @@ def history(seed: int, cv: float, drop: float, costs: Sequence[ConfigCost], conf
             variant: Variant = Variant()) -> History:
     """One history of `n_nights` nights with the patch on `drop_night` slowing one config by `drop`."""
     rng = random.Random(seed)
-    box = Box(variant.ref_cv if variant.ref_cv is not None else cv, rng, heavy=variant.heavy)
+    box = Box(variant.ref_cv if variant.ref_cv is not None else cv, rng, heavy=variant.heavy, factors=variant.factors)
     looks = PerfGate(ROOT).per_night()
     refs = {name: record(box, name, s, tolerance, looks, reference) for name, s in series.items() if s}
     box.cv = cv
@@ -338,7 +342,7 @@ def quantile(values: Sequence[float], q: float) -> float:
 def cell(cv: float, args: argparse.Namespace, costs: Sequence[ConfigCost], configs: Mapping[str, ServerConfig],
          series: Mapping[str, list[tuple[str, str]]]) -> dict[str, Any]:
     """Every history of one CV, and the table row they make."""
-    variant = Variant(args.which, args.heavy, args.drift, args.ref_cv, not args.no_pool)
+    variant = Variant(args.which, args.heavy, args.drift, args.ref_cv, not args.no_pool, args.factors)
     work = [(args.seed + i, cv, args.drop, costs, configs, series, args.nights, args.drop_night, args.budget * 3600,
              args.alpha, args.tolerance, args.reference, args.alone, variant) for i in range(args.histories)]
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
@@ -383,10 +387,25 @@ def table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
     ref += f"; 1 launch in {1 / args.heavy:g} {HEAVY_DROP * 100:g}% slow" if args.heavy else ""
     ref += f"; the box drifts {args.drift * 100:g}% slower over {DRIFT_NIGHTS} nights" if args.drift else ""
     ref += f"; references recorded at CV {args.ref_cv * 100:g}%" if args.ref_cv is not None else ""
+    ref += (f"; each launch's shared factor resampled from {len(args.factors)} real launches ({args.bootstrap})"
+            if getattr(args, "factors", ()) else "")
     lines.append(f"\n{rows[0]['histories']} histories of {args.nights} nights a cell; a {args.drop * 100:g}% drop in "
                  f"one config on night {args.drop_night}; budget {args.budget:g} h; tolerance "
                  f"{args.tolerance * 100:g}%; alpha {args.alpha:g}; {ref}")
     return "\n".join(lines)
+
+
+def real_factors(path: Path) -> tuple[float, ...]:
+    """Each base-build launch of a gpu_gate launches.json as a log factor about their mean (its warmup launch left
+    out, as the gate left it out): the spread of real launches of one build, with whatever tail they have."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    point = next(iter(doc["points"]))
+    logs = [math.log(statistics.geometric_mean(x[point])) for x in doc["launches"]
+            if x.get("build") == "base" and not x.get("warmup")]
+    if len(logs) < 3:
+        raise SystemExit(f"{path}: {len(logs)} base launches; a bootstrap needs 3 or more")
+    mean = statistics.fmean(logs)
+    return tuple(x - mean for x in logs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -416,16 +435,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--series-bh", action="store_true", help="the family decision before issue 39: "
                     "Benjamini-Hochberg over every series (to measure the config-level decision; not what the "
                     "plugin does)")
+    ap.add_argument("--bootstrap", type=Path, help="real launches (a scripts/gpu_gate.py launches.json, e.g. "
+                    "docs/gpu_gate_launches.json): each simulated launch's shared factor is one of their base build's "
+                    "launches, resampled (their own tail, not a normal's); the series' own part as modelled, at "
+                    "the real launches' CV")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (histories are independent)")
     ap.add_argument("--json", type=Path, help="write the rows here too")
     args = ap.parse_args(argv)
     if args.series_bh:
-        decide.family = series_family  # the gate and merge look it up at call time
+        family.family = series_family  # the gate and merge look it up at call time
+    args.factors = real_factors(args.bootstrap) if args.bootstrap else ()
+    cvs = args.cv or ([statistics.stdev(args.factors) / math.sqrt(SHARED)] if args.factors else [0.02, 0.05, 0.10])
     costs, configs = suite()
     series = series_of([c.config for c in costs])
     rows = []
-    for cv in args.cv or [0.02, 0.05, 0.10]:
+    for cv in cvs:
         t0 = time.monotonic()
         rows.append(cell(cv, args, costs, configs, series))
         print(f"CV {cv * 100:g}%: {json.dumps(rows[-1])} ({time.monotonic() - t0:.0f} s)", file=sys.stderr)

@@ -427,6 +427,10 @@ def test_glm5_compare_finds_a_drop_between_two_ordinary_nightly_reports(
     pytester.runpytest("--glm5-report", "b.json", "--glm5-max-repeats", "1", "--glm5-sim-slowdown", "0.9", *noise)
     a, b = pytester.path / "a.json", pytester.path / "b.json"
     assert all(len(v["launches"]) == 1 for v in json.loads(b.read_text())["verdicts"])
+    # The report keeps the variance model the run fitted, per baselines file: here two series, which no family of
+    # three (variance.MIN_SERIES) holds, so nothing is lent and the JSON says so.
+    [(file, model)] = json.loads(a.read_text())["statistics"]["variance"].items()
+    assert file.startswith("sim-tiny-x1/") and file.endswith(".toml") and model == {"families": []}, (file, model)
     capsys.readouterr()
     assert glm5(["compare", str(a), str(b)]) == 1
     out = capsys.readouterr().out.splitlines()
@@ -448,19 +452,45 @@ def test_glm5_compare_finds_a_drop_between_two_ordinary_nightly_reports(
     assert sum(line.startswith("REGRESSION") for line in out) == 1
     assert any(line.startswith("not judged, as the run that measured them did not judge them: 1 (e.g. t c1 "
                                "output_throughput: client-bound in c.json)") for line in out), out
-    # Without references and with one launch each, it says what would let it decide.
+    # Without references or what a family lent, and with one launch each, it says what would let it decide.
     for v in doc["verdicts"]:
         v["bound"], v["verdict"] = None, "new"
+        (v.get("test") or {}).pop("pooled", None)
     (pytester.path / "d.json").write_text(json.dumps(doc))
     bare = json.loads(a.read_text())
     for v in bare["verdicts"]:
         v["bound"] = None
+        (v.get("test") or {}).pop("pooled", None)
     (pytester.path / "e.json").write_text(json.dumps(bare))
     assert glm5(["compare", str(pytester.path / "e.json"), str(pytester.path / "d.json")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert any("cannot decide 2 series: one launch each and no reference launches in either report" in line
                and "--glm5-launches 3" in line for line in out), out
     assert out[-1].startswith("PASSED: no regression; 2 series: 0 decided, 2 not (2 unresolved)"), out[-1]
+
+
+def test_compare_of_one_launch_reports_borrows_the_spread_their_runs_were_lent(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Two one-launch nightly reports of a 10% slower build, with no reference launches kept: without the variance
+    # model "cannot decide: one launch each"; with what each series' family lent it in the runs (CV 2% on 100
+    # degrees of freedom, test.pooled), DIFFERENT/worse on that spread, and the line says where it came from.
+    lent = {"var0": 0.02 ** 2, "df0": 100.0, "series": 40, "launches": 300, "family": "c1 output_throughput"}
+
+    def doc(value: float, pooled: dict[str, object] | None) -> dict[str, object]:
+        return {"format": 1, "run": {}, "verdicts": [
+            {"config": "t", "scenario": "c1", "metric": "output_throughput", "measured": value, "verdict": "pass",
+             "launches": [value], "bound": None, "test": {"pooled": pooled} if pooled else {},
+             "provenance": {"hardware": "hw", "model": "m"}}]}
+
+    for name, value in (("a", 100.0), ("b", 90.0)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc(value, lent)))
+        (tmp_path / f"bare-{name}.json").write_text(json.dumps(doc(value, None)))
+    assert glm5(["compare", str(tmp_path / "bare-a.json"), str(tmp_path / "bare-b.json")]) == 0
+    assert "cannot decide 1 series: one launch each" in capsys.readouterr().out
+    assert glm5(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("REGRESSION t c1 output_throughput: DIFFERENT/worse: -10.0%"), out
+    assert "pooled: 40 series, 300 launches, df 100" in out[1], out
 
 
 def test_compare_says_what_would_decide_an_unknown_series(tmp_path: Path,

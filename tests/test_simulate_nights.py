@@ -1,6 +1,7 @@
 """scripts/simulate_nights.py: the real suite over nights through the plugin's plan, schedule and decision code. A
 short run here proves the script runs from a checkout and that its measures mean what the table says; the table's
-own figures (100 histories of 30 nights a cell) are in docs/night.md."""
+own figures (100 histories of 30 nights a cell) are in docs/night.md. The same for scripts/simulate_ab.py (`--glm5-ab`
+with and without the variance model) and scripts/unchanged_histories.py (unchanged nights through pytest)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,41 @@ def test_a_short_simulation_fits_the_budget_covers_every_config_and_confirms_a_c
     assert row["confirmed"] == 2 and row["confirmed_within_share"] == 1.0, row
     assert row["false_regressions_per_100_nights"] == 0.0 and 6 <= row["launches_per_night"] <= 13, row
     assert p.stdout.startswith("| launch CV | nights over budget |") and "| 2% | 0 |" in p.stdout, p.stdout
+
+
+@pytest.mark.slow
+def test_a_bootstrap_from_real_launches_draws_their_spread(tmp_path: Path) -> None:
+    out = tmp_path / "rows.json"
+    p = subprocess.run([sys.executable, "scripts/simulate_nights.py", "--bootstrap", "docs/gpu_gate_launches.json",
+                        "--histories", "1", "--nights", "4", "--drop-night", "3", "--jobs", "1", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    [row] = json.loads(out.read_text())
+    # The H200's 6 base launches spread 3.7% (their shared part): 4.5% in all at the model's 70% shared variance.
+    assert 0.04 < row["cv"] < 0.05, row
+    assert "each launch's shared factor resampled from 6 real launches (docs/gpu_gate_launches.json)" in p.stdout
+
+
+def test_the_ab_simulation_runs_both_variances_on_the_same_launches(tmp_path: Path) -> None:
+    out = tmp_path / "ab.json"
+    p = subprocess.run([sys.executable, "scripts/simulate_ab.py", "--cv", "0.05", "--difference", "0.1",
+                        "--trials", "40", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    own, pooled = json.loads(out.read_text())
+    assert (own["model"], pooled["model"]) == (False, True) and own["want"] == "DIFFERENT/worse"
+    # The same launches: the family's 132 launches of spread decide sooner than each arm's own 2-8.
+    assert pooled["decided_share"] >= own["decided_share"] and pooled["wrong_share"] == own["wrong_share"] == 0.0
+    assert pooled["mean_launches_per_arm"] < own["mean_launches_per_arm"], (own, pooled)
+    assert "| 5% | -10% (want DIFFERENT/worse) | pooled model |" in p.stdout, p.stdout
+
+
+def test_unchanged_histories_names_a_night_that_ran_to_no_outcome(tmp_path: Path) -> None:
+    # A selection of no test writes no report: the night is named and the script fails, never a silent "0 confirmed".
+    p = subprocess.run([sys.executable, "scripts/unchanged_histories.py", "--noise", "0.02", "--histories", "1",
+                        "--nights", "1", "-k", "no_such_test_anywhere", "--out", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "noise 0.02 history 1 night 1: exit 5, 0 configs, 0 series, 0 confirmed regressions" in p.stdout, p.stdout
+    assert p.stdout.rstrip().endswith("0 confirmed regressions on unchanged builds, 1 night that did not run to an "
+                                      "outcome"), p.stdout
+    assert (tmp_path / "noise0.02-h1" / "night1" / "output.txt").is_file()

@@ -11,7 +11,8 @@ from typing import cast
 import pytest
 from scipy import stats as sps
 
-from pytest_glm5.judge.decide import Look, ab, against_reference, family, per_launch
+from pytest_glm5.judge.decide import Look, ab, against_reference, per_launch
+from pytest_glm5.judge.family import family
 from pytest_glm5.judge.stats import ab_decision, benjamini_hochberg, compare, launches_needed, order_ci, spent
 from pytest_glm5.judge.verdicts import Bound, Kind, Verdict
 from pytest_glm5.judge.verdicts import Test as Stat

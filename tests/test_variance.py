@@ -8,7 +8,7 @@ import math
 import random
 from statistics import NormalDist
 
-from pytest_glm5.judge import decide
+from pytest_glm5.judge import decide, family
 from pytest_glm5.judge.decide import Look
 from pytest_glm5.judge.stats import cauchy_combination, compare, holm
 from pytest_glm5.judge.variance import Spread, VarianceModel, fit_prior, nights_of
@@ -106,7 +106,7 @@ def _night(rng: random.Random, configs: int, series: int, drop: dict[int, float]
 def test_a_config_is_one_hypothesis_a_night_under_any_dependence() -> None:
     rng = random.Random(17)
     nights = 3000
-    false = sum(bool(decide.family(_night(rng, 10, 15, {}), 0.01).confirmed) for _ in range(nights))
+    false = sum(bool(family.family(_night(rng, 10, 15, {}), 0.01).confirmed) for _ in range(nights))
     # At most 1% of unchanged nights confirm anything (95% binomial bound over 3000 nights: 1.4%).
     assert false / nights <= 0.014, false
 
@@ -116,7 +116,7 @@ def test_a_drop_in_one_series_alone_is_still_found() -> None:
     vs = [v for v in vs if v.verdict != Kind.REGRESSION]  # a night with no other alarm
     one = next(v for v in vs if v.config == "c3")
     one.verdict, one.stat = Kind.REGRESSION, Stat(p_adj=1e-6, p_adj_better=1.0, p_worse=1e-6, gain=-0.1)
-    fam = decide.family(vs, 0.01)
+    fam = family.family(vs, 0.01)
     assert [(v.config, v.scenario) for v in fam.confirmed] == [("c3", one.scenario)]
     assert fam.configs == 10 and fam.size == len(vs)
 
@@ -125,7 +125,7 @@ def test_what_the_family_does_not_confirm_says_why() -> None:
     vs = _night(random.Random(8), 10, 15, {})
     weak = next(v for v in vs if v.config == "c0")
     weak.verdict, weak.stat = Kind.REGRESSION, Stat(p_adj=0.004, p_adj_better=1.0, p_worse=0.004, gain=-0.1)
-    [after] = [v for v in decide.family(vs, 0.01).verdicts if v is not weak and v.config == "c0"
+    [after] = [v for v in family.family(vs, 0.01).verdicts if v is not weak and v.config == "c0"
                and v.scenario == weak.scenario]
     assert after.verdict == Kind.UNRESOLVED and after.alone is not None and after.alone[0] == Kind.REGRESSION
     assert "not significant across the run's 10 configs (150 series; each config one test" in after.note
@@ -164,6 +164,6 @@ def test_a_series_that_improved_does_not_cancel_a_drop_beside_it() -> None:
                    stat=Stat(p_adj=4e-10, p_adj_better=1.0, p_worse=2.6e-10, gain=-0.48, tolerance=0.3))
     better = Verdict("t", "c2", "median_ttft_ms", 1.0, None, Kind.IMPROVEMENT,
                      stat=Stat(p_adj=1.0, p_adj_better=1e-4, p_worse=1.0, gain=0.21, tolerance=0.3))
-    fam = decide.family([drop, better], 0.01)
+    fam = family.family([drop, better], 0.01)
     assert [v.metric for v in fam.confirmed] == ["output_throughput"]
     assert cauchy_combination([1e-6, 1.0]) < 1e-5

@@ -3,7 +3,10 @@
 
 Each series uses launch-level values from both reports (`launches` of a verdict). Where a side has one launch, the
 between-launch spread comes from the reference launches each report was judged against (`bound.launches`), as
-the nightly does; with neither there is no spread to test with, and the last lines say what would give one. What a
+the nightly does, and each series borrows what its family lent it in the runs (the variance model a report keeps
+with each verdict judged against baselines: `test.pooled`), so two one-launch nightly reports of one box are
+compared on the box's pooled spread; with none of these there is no spread to test with, and the last lines say what
+would give one. What a
 run did not judge (client-bound, emulator-bound, too few requests) is not judged here either: its values were the
 client's or the host's, not the server's.
 """
@@ -15,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .decide import AB_TOLERANCE, Look, ab, family
+from .decide import AB_TOLERANCE, Look, ab
+from .family import family
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, launches_needed
+from .variance import Spread
 from .verdicts import NOT_JUDGED, Kind, ReportError, Verdict, read_report, same_machines
 
 Series = tuple[str, str, str]
@@ -47,6 +52,7 @@ class Side:
     values: list[float]
     reference: list[float]
     verdict: str
+    lent: Spread | None = None  # what the series' family lent it in that run (judge/variance.py)
 
 
 def launch_values(path: Path, doc: dict[str, Any]) -> dict[Series, Side]:
@@ -62,8 +68,16 @@ def launch_values(path: Path, doc: dict[str, Any]) -> dict[Series, Side]:
             raise CompareError(f"{path}: verdict {i} lacks config, scenario, metric or numeric values") from None
         if any(not 0 < x < math.inf for x in [*floats, *reference]):
             raise CompareError(f"{path}: verdict {i} ({' '.join(key)}) has a value that is not a finite number > 0")
-        out[key] = Side(floats, reference, str(v.get("verdict", "")))
+        pooled = (v.get("test") or {}).get("pooled")
+        out[key] = Side(floats, reference, str(v.get("verdict", "")),
+                        Spread.from_dict(pooled) if isinstance(pooled, dict) else None)
     return out
+
+
+def _lent(a: Side, b: Side) -> Spread | None:
+    """The family spread a series was lent in either run: the one of more degrees of freedom (the later history)."""
+    have = [s.lent for s in (a, b) if s.lent is not None and s.lent.lent[1] > 0]
+    return max(have, key=lambda s: s.lent[1]) if have else None
 
 
 def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect: float = DEFAULT_EFFECT,
@@ -87,7 +101,8 @@ def compare_reports(base: Path, head: Path, alpha: float = DEFAULT_ALPHA, effect
     common = [k for k in both if k not in unjudged]
     look = Look(alpha, 1, 1, effect)
     alone = [ab(*k, a[k].values, b[k].values, ("base", "head"), b[k].values, look, tolerance,
-                prior=[r for r in (a[k].reference, b[k].reference) if len(r) >= 2]) for k in common]
+                prior=[r for r in (a[k].reference, b[k].reference) if len(r) >= 2], pooled=_lent(a[k], b[k]))
+             for k in common]
     verdicts = family(alone, alpha).verdicts  # what the family does not confirm reads UNKNOWN, as in --glm5-ab
     lines = [f"{base.name} -> {head.name}: {len(common)} series, alpha {alpha:g} (a config one test, Holm), tolerance "
              f"{tolerance * 100:g}%, SAME rules out {effect * 100:g}%"]

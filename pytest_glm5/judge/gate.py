@@ -21,7 +21,7 @@ from ..metrics import (
 )
 from ..settings import Settings, SettingsError, check_writable_dir
 from ..textfiles import remove_stale_temps
-from . import carry, decide, held, slo
+from . import carry, decide, family, held, slo
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key, read_once
 from .decide import Look, per_launch
 from .provenance import Provenance
@@ -268,6 +268,10 @@ class PerfGate:
         config, scenario, metric = key
         return self.variance[path].spread(scenario, metric, config)
 
+    def models(self) -> dict[str, object]:
+        """The variance models this run fitted, per baselines file (`hardware/model.toml`), as the report keeps them."""
+        return {f"{path.parent.name}/{path.name}": m.to_dict() for path, m in self.variance.items()}
+
     def prior(self, provenance: Provenance, key: tuple[str, str, str], sample: carry.Sample) -> carry.Prior:
         """What earlier nights in the history leave this series (judge/carry.py); nothing without a history."""
         return carry.prior_of(self._runs_of(provenance), key, sample) if self.history is not None else carry.Prior()
@@ -509,14 +513,14 @@ class PerfGate:
         return not look.last and (any(wants(v) for v in out) or not self._confirmed(out))
 
     def _confirmed(self, out: Sequence[Verdict]) -> bool:
-        """Whether the run-wide decision as it stands (decide.family over every config judged so far) confirms
+        """Whether the run-wide decision as it stands (family.family over every config judged so far) confirms
         each regression among `out`: rounds follow the family decision, not each series' own test."""
         mine = {(v.config, v.scenario, v.metric) for v in out if v.verdict == Kind.REGRESSION and v.stat}
         if not mine or self.statistics.ab:
             return True
         others = [v for v in self.verdicts if (v.config, v.scenario, v.metric) not in
                   {(o.config, o.scenario, o.metric) for o in out}]
-        fam = decide.family([*others, *out], self.statistics.alpha)
+        fam = family.family([*others, *out], self.statistics.alpha)
         return all(v.verdict == Kind.REGRESSION for v in fam.verdicts if (v.config, v.scenario, v.metric) in mine)
 
     def record(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import decide
+from . import decide, family
 from .baselines import BaselineError, baseline_path, select_updates, unfit_to_record, write_updates
 from .stats import DEFAULT_ALPHA, detectable_drop
 from .verdicts import Change, Kind, ReportError, Verdict, same_machines, verdict_from_doc
@@ -67,8 +67,16 @@ def join(docs: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> 
         m.known_issues.update(doc.get("known_issues") or {})
         m.results += list(doc.get("results") or [])
         m.events += [(str(c), str(msg)) for c, msg in doc.get("events") or []]
-        m.statistics = m.statistics or doc.get("statistics")
+        stats = doc.get("statistics")
+        if isinstance(stats, dict):  # the settings are one run's; each part's variance models join
+            models = {**_models(m.statistics), **_models(stats)}
+            m.statistics = {**(m.statistics or stats), "variance": models}
     return m
+
+
+def _models(stats: dict[str, Any] | None) -> dict[str, Any]:
+    models = (stats or {}).get("variance")
+    return models if isinstance(models, dict) else {}
 
 
 def coverage(docs: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
@@ -94,9 +102,9 @@ def coverage(docs: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
 
 
 def decided(m: Merged, alpha: float) -> Merged:
-    """The run after its family decision (decide.family: a config one test, Holm at alpha), each pass and
+    """The run after its family decision (family.family: a config one test, Holm at alpha), each pass and
     regression first held against the run's own launch spread (decide.against_the_night); `m` is not changed."""
-    fam = decide.family([*decide.against_the_night(m.verdicts), *m.versus], alpha)
+    fam = family.family([*decide.against_the_night(m.verdicts), *m.versus], alpha)
     n = len(m.verdicts)
     return replace(m, verdicts=fam.verdicts[:n], versus=fam.verdicts[n:], family_size=fam.size,
                    confirmed=fam.confirmed)

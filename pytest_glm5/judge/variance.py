@@ -207,6 +207,19 @@ class VarianceModel:
         return cls({k: f for k, g in by_scenario.items() if (f := _family(g)) is not None},
                    {k: f for k, g in by_metric.items() if (f := _family(g)) is not None}, _family(whole))
 
+    def to_dict(self) -> dict[str, object]:
+        """As a report's JSON keeps it: each family's prior (CV and degrees of freedom) and what it was fitted from.
+
+            >>> m = VarianceModel.fit({("single", "tok_s", f"c{i}"): [100.0, 102.0, 98.0] for i in range(3)})
+            >>> m.to_dict()["families"][0]
+            {'family': 'single tok_s', 'cv0': 0.0267, 'df0': 6.0, 'series': 3, 'launches': 9}
+        """
+        named = [*((f"{sc} {m}", f) for (sc, m), f in self.by_scenario.items()),
+                 *((m, f) for m, f in self.by_metric.items()), *((("every series", self.whole),) if self.whole else ())]
+        return {"families": [{"family": name, "cv0": round(math.sqrt(f.var0), 4),
+                              "df0": round(min(f.df0, float(sum(m.df for m in f.members.values()))), 1),
+                              "series": len(f.members), "launches": f.launches} for name, f in named]}
+
     def spread(self, scenario: str, metric: str, config: str) -> Spread | None:
         """What the family lends this series (its own variance and df included where the model holds it); None where
         no family of MIN_SERIES series holds it or its kind."""
