@@ -388,7 +388,7 @@ def table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
     ref += f"; the box drifts {args.drift * 100:g}% slower over {DRIFT_NIGHTS} nights" if args.drift else ""
     ref += f"; references recorded at CV {args.ref_cv * 100:g}%" if args.ref_cv is not None else ""
     ref += (f"; each launch's shared factor resampled from {len(args.factors)} real launches ({args.bootstrap})"
-            if getattr(args, "factors", ()) else "")
+            if args.factors else "")
     lines.append(f"\n{rows[0]['histories']} histories of {args.nights} nights a cell; a {args.drop * 100:g}% drop in "
                  f"one config on night {args.drop_night}; budget {args.budget:g} h; tolerance "
                  f"{args.tolerance * 100:g}%; alpha {args.alpha:g}; {ref}")

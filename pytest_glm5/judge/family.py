@@ -82,14 +82,14 @@ def shared_p(vs: Sequence[Verdict], worse: bool, q: float) -> float | None:
     return min(1.0, (c.p_worse if worse else c.p_better) * q / level) if level > 0 else 1.0
 
 
-def _by_config(alone: Sequence[Verdict], tested: Sequence[int], worse: bool, q: float) -> set[int]:
+def _by_config(alone: Sequence[Verdict], judged: Sequence[int], worse: bool, q: float) -> set[int]:
     """The series (indices) the config-level rule confirms in one direction (p_adj, or p_adj_better): each
     config one hypothesis (the Cauchy combination of its series' p), Holm at q across the configs (a night confirms
     an unchanged config at most q of the time), and within a config it confirms, Benjamini-Hochberg at q names which
     series (the config did regress; among the series named, a share of at most q did not)."""
-    p = {i: float(alone[i].stat["p_adj"] if worse else alone[i].stat["p_adj_better"]) for i in tested}
+    p = {i: float(alone[i].stat["p_adj"] if worse else alone[i].stat["p_adj_better"]) for i in judged}
     groups: dict[str, list[int]] = {}
-    for i in tested:
+    for i in judged:
         groups.setdefault(alone[i].config, []).append(i)
     names = list(groups)
     per_config = holm([_config_p([alone[i] for i in groups[c]], [p[i] for i in groups[c]], worse, q)
@@ -106,20 +106,20 @@ def _by_config(alone: Sequence[Verdict], tested: Sequence[int], worse: bool, q: 
 def family(verdicts: Sequence[Verdict], q: float) -> Family:
     """The run's family decision at q: a config is one hypothesis (its series share every launch), tested by the
     Cauchy combination of its series' p-values, Holm across the configs (any false regression at most q a night,
-    under any dependence), and within a config it confirms, Holm across its series to name which. A regression (or
-    improvement) it does not confirm becomes unresolved (an improvement: pass), with the reason. Verdicts already
-    decided are decided again from what their own test said; the given verdicts are not changed."""
+    under any dependence), and within a config it confirms, Benjamini-Hochberg at q across its series to name which.
+    A regression (or improvement) it does not confirm becomes unresolved (an improvement: pass), with the reason.
+    Verdicts already decided are decided again from what their own test said; the given verdicts are not changed."""
     alone = [v.undecided() for v in verdicts]
-    tested = [i for i, v in enumerate(alone) if v.stat]
-    if not tested:
+    judged = [i for i, v in enumerate(alone) if v.stat]
+    if not judged:
         return Family(0, alone)
-    worse = _by_config(alone, tested, True, q)
-    better = _by_config(alone, tested, False, q)
-    configs = len({alone[i].config for i in tested})
-    why = (f"not significant across the run's {configs} config{'s' if configs != 1 else ''} ({len(tested)} series; "
+    worse = _by_config(alone, judged, True, q)
+    better = _by_config(alone, judged, False, q)
+    configs = len({alone[i].config for i in judged})
+    why = (f"not significant across the run's {configs} config{'s' if configs != 1 else ''} ({len(judged)} series; "
            f"each config one test, the Cauchy combination of its series, Holm at {q:g})")
     out = list(alone)
-    for i in tested:
+    for i in judged:
         v = alone[i]
         if (v.verdict in (Kind.REGRESSION, Kind.KNOWN_COST) and i not in worse) or \
                 (v.verdict == Kind.IMPROVEMENT and i not in better):
@@ -129,4 +129,4 @@ def family(verdicts: Sequence[Verdict], q: float) -> Family:
             out[i] = replace(v, verdict=Kind.UNRESOLVED if v.verdict != Kind.IMPROVEMENT else Kind.PASS, note=why,
                              stat=stat,
                              alone=(v.verdict, v.note, v.stat.get("answer")))
-    return Family(len(tested), out, configs)
+    return Family(len(judged), out, configs)
