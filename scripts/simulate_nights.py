@@ -251,7 +251,8 @@ class History:
     drop_night: int
     over_budget: int = 0
     longest_gap: int = 0
-    false_regressions: int = 0
+    false_regressions: int = 0  # series newly confirmed a regression that did not regress
+    false_nights: int = 0  # nights that newly confirmed any such series (the family decision's error rate)
     to_confirm: int | None = None  # nights from the drop's arrival to its confirmed regression (1: that night)
     passed_within: list[bool] = field(default_factory=list)  # per unchanged series and sample: pass within 3 nights
     passed_within_7: list[bool] = field(default_factory=list)
@@ -311,6 +312,7 @@ def history(seed: int, cv: float, drop: float, costs: Sequence[ConfigCost], conf
     seen_false: set[tuple[str, str, str]] = set()
     truly_dropped = {(dropped, sc, m) for sc, m in box.dropped[dropped]}
     for k, n in enumerate(nights, 1):
+        before = out.false_regressions
         for key, verdict in n.verdicts.items():
             truly = (key[0], key[1], key[2].split(" vs ")[0]) in truly_dropped and k >= drop_night
             if verdict == Kind.REGRESSION and not truly and key not in seen_false:
@@ -318,6 +320,7 @@ def history(seed: int, cv: float, drop: float, costs: Sequence[ConfigCost], conf
                 out.false_regressions += 1
             if verdict != Kind.REGRESSION:
                 seen_false.discard(key)
+        out.false_nights += out.false_regressions > before
     confirmed = [k for k, n in enumerate(nights, 1) if k >= drop_night and any(
         v == Kind.REGRESSION for (c, sc, m), v in n.verdicts.items() if (c, sc, m.split(" vs ")[0]) in truly_dropped)]
     out.to_confirm = confirmed[0] - drop_night + 1 if confirmed else None
@@ -355,6 +358,7 @@ def cell(cv: float, args: argparse.Namespace, costs: Sequence[ConfigCost], confi
     return {"cv": cv, "histories": len(hs), "nights_over_budget": sum(h.over_budget for h in hs),
             "longest_gap": max(h.longest_gap for h in hs),
             "false_regressions_per_100_nights": round(100 * sum(h.false_regressions for h in hs) / nights, 2),
+            "nights_with_a_false_regression_per_100": round(100 * sum(h.false_nights for h in hs) / nights, 2),
             "confirmed": len(waits), "confirm_median": statistics.median(waits) if waits else None,
             "confirm_p90": quantile([w if w is not None else math.inf for w in
                                      (h.to_confirm for h in hs)], 0.9) if hs else None,
@@ -368,14 +372,15 @@ def cell(cv: float, args: argparse.Namespace, costs: Sequence[ConfigCost], confi
 
 def table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
     """The markdown table docs/night.md keeps."""
-    head = ("| launch CV | nights over budget | longest gap | false regressions / 100 nights | drop confirmed "
-            "(median, p90 nights) | confirmed in time | unchanged pass within 3 / 7 nights | launches / night |\n"
-            "|---|---|---|---|---|---|---|---|")
+    head = ("| launch CV | nights over budget | longest gap | false regressions / 100 nights (series; nights) | "
+            "drop confirmed (median, p90 nights) | confirmed in time | unchanged pass within 3 / 7 nights | "
+            "launches / night |\n|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         p90 = "never" if r["confirm_p90"] == math.inf else f"{r['confirm_p90']:g}"
         lines.append(f"| {r['cv'] * 100:g}% | {r['nights_over_budget']} | {r['longest_gap']} | "
-                     f"{r['false_regressions_per_100_nights']:g} | {r['confirm_median']}, {p90} | "
+                     f"{r['false_regressions_per_100_nights']:g}; {r['nights_with_a_false_regression_per_100']:g} | "
+                     f"{r['confirm_median']}, {p90} | "
                      f"{r['confirmed_within_share'] * 100:.0f}% within {r['confirmed_within']} | "
                      f"{r['unchanged_pass_within_3'] * 100:.0f}% / {r['unchanged_pass_within_7'] * 100:.0f}% | "
                      f"{r['launches_per_night']:g} |")
@@ -383,6 +388,7 @@ def table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
     ref += "; EACH SERIES ALONE (no family decision)" if args.alone else ""
     ref += "; each series' own variance (no variance model)" if args.no_pool else ""
     ref += "; Benjamini-Hochberg over every series (the decision before issue 39)" if args.series_bh else ""
+    ref += "; no outlier-launch rule" if args.no_outlier else ""
     ref += f"; {args.which} of the config's series drop" if args.which != "all" else ""
     ref += f"; 1 launch in {1 / args.heavy:g} {HEAVY_DROP * 100:g}% slow" if args.heavy else ""
     ref += f"; the box drifts {args.drift * 100:g}% slower over {DRIFT_NIGHTS} nights" if args.drift else ""
@@ -435,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--series-bh", action="store_true", help="the family decision before issue 39: "
                     "Benjamini-Hochberg over every series (to measure the config-level decision; not what the "
                     "plugin does)")
+    ap.add_argument("--no-outlier", action="store_true", help="no outlier-launch rule (judge/family.py outlier): "
+                    "a config's p with every launch, as before it")
     ap.add_argument("--bootstrap", type=Path, help="real launches (a scripts/gpu_gate.py launches.json, e.g. "
                     "docs/gpu_gate_launches.json): each simulated launch's shared factor is one of their base build's "
                     "launches, resampled (their own tail, not a normal's); the series' own part as modelled, at "
@@ -445,6 +453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.series_bh:
         family.family = series_family  # the gate and merge look it up at call time
+    if args.no_outlier:
+        family.OUTLIER = math.inf
     args.factors = real_factors(args.bootstrap) if args.bootstrap else ()
     cvs = args.cv or ([statistics.stdev(args.factors) / math.sqrt(SHARED)] if args.factors else [0.02, 0.05, 0.10])
     costs, configs = suite()

@@ -97,12 +97,12 @@ def test_docstrings_quote_what_their_code_prints() -> None:
 
     from pytest_glm5 import energy, names
     from pytest_glm5.correctness import canary
-    from pytest_glm5.judge import stats, variance
+    from pytest_glm5.judge import family, stats, variance
     from pytest_glm5.load import clock, trace
     from pytest_glm5.night import plan
     from pytest_glm5.sim import answers
 
-    for module in (energy, plan, stats, variance, names, trace, clock, canary, answers):
+    for module in (energy, plan, stats, variance, family, names, trace, clock, canary, answers):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
 

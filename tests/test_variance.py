@@ -167,3 +167,85 @@ def test_a_series_that_improved_does_not_cancel_a_drop_beside_it() -> None:
     fam = family.family([drop, better], 0.01)
     assert [v.metric for v in fam.confirmed] == ["output_throughput"]
     assert cauchy_combination([1e-6, 1.0]) < 1e-5
+
+
+def _config_night(rng: random.Random, tonight: list[float], cv: float = 0.05,
+                  series: int = 8) -> list[Verdict]:
+    """One config's verdicts: each series' 12 reference launches and tonight's (`tonight`: each launch's shared
+    change, every series), 70% of a launch's variance shared, judged as the gate judges them, with the family's
+    spread lent."""
+    def launch(change: float) -> list[float]:
+        shared = rng.gauss(0.0, 1.0)
+        return [100.0 * (1 + change) * math.exp(cv * (math.sqrt(0.7) * shared + math.sqrt(0.3) * rng.gauss(0, 1)))
+                for _ in range(series)]
+
+    refs = list(zip(*(launch(0.0) for _ in range(12)), strict=True))
+    new = list(zip(*(launch(c) for c in tonight), strict=True))
+    model = VarianceModel.fit({("sweep", "output_throughput", f"s{i}"): list(r) for i, r in enumerate(refs)})
+    out = []
+    for i in range(series):
+        bound = Bound("output_throughput", "floor", 100.0, 0.05, launches=refs[i])
+        out.append(decide.against_reference("c", f"s{i}", "output_throughput", list(new[i]), list(new[i]), bound, {},
+                                            Look(0.01), model.spread("sweep", "output_throughput", f"s{i}")))
+    return out
+
+
+def test_one_outlier_launch_does_not_confirm_alone_and_a_drop_every_launch_shares_does() -> None:
+    # At issue 39's heavy tail (1 launch in 20 15% slow on every series) the config's test read one such launch,
+    # -25% beside a normal one, as a drop of every series: 8.4 false series-regressions per 100 nights.
+    rng = random.Random(1)
+    bad = _config_night(rng, [0.0, -0.25])  # without the rule (OUTLIER off) these launches confirm
+    assert any(v.verdict == Kind.REGRESSION for v in bad)  # each series' own test reads it
+    fam = family.family(bad, 0.01)
+    assert not fam.confirmed
+    assert all("launch 2 of 2 stands apart: -2" in v.note and "an outlier launch does not confirm alone" in v.note
+               for v in fam.verdicts if v.alone and v.alone[0] == Kind.REGRESSION)
+    # A drop every launch shares is confirmed on two launches, and with an outlier beside it on three.
+    # (-15% and -14% at CV 5% are confirmed in 39 of 40 seeds with the rule; -12%, -11% and -35%: 31 of 40.)
+    assert family.family(_config_night(rng, [-0.15, -0.14]), 0.01).confirmed
+    assert family.family(_config_night(rng, [-0.15, -0.14, -0.40]), 0.01).confirmed
+
+
+def test_a_family_whose_nights_spread_wider_than_its_references_lends_the_nights_spread() -> None:
+    # Issue 39's cell "references recorded at CV 2%, nights at 5%": the family's prior came from the references (12
+    # launches a series, against 2-3 a night's sample), so every test of a night read a CV of about 2.5% and
+    # confirmed unchanged configs in 9.6 nights of 100.
+    rng = random.Random(3)
+    refs = _family(rng, 8, 12, 0.02)
+    runs = [{"series": [{"config": f"c{i}", "scenario": "single", "metric": "output_throughput", "build": f"b{k}",
+                         "workload": "w", "ref": "r", "launches": _launches(rng, 2, 0.05)} for i in range(8)]}
+            for k in range(3)]  # three builds, a sample of two launches each: 24 degrees of freedom of nights
+    noisy = variance_of_nights(refs, runs)
+    assert noisy is not None and noisy.noisier and noisy.box_df == 24
+    assert 0.035 < math.sqrt(noisy.lent[0]) < 0.07 and noisy.lent[1] == 24 + noisy.nights_df
+    quiet = variance_of_nights(refs, [{"series": [{**e, "launches": _launches(rng, 2, 0.02)} for e in r["series"]]}
+                                      for r in runs])
+    assert quiet is not None and not quiet.noisier  # nights like the references: the prior lends as before
+    assert Spread.from_dict(noisy.to_dict()) == noisy  # the report keeps it
+
+
+def test_a_night_noisier_than_the_references_holds_its_confirmations() -> None:
+    # Issue 39's cell again, on night 1 (no history): tp8-cutedsl's two launches against tp8's one, each config's
+    # reference recorded at CV 2%, the night at 5%: "-13.9%, p 1e-09" on the references' spread. Every config's
+    # first launch against its reference says the night spreads wider; at that spread it is not confirmed.
+    rng = random.Random(12)
+    refs = {c: _launches(rng, 8, 0.02) for c in ("a", "b", "c", "d", "e", "f")}
+    tonight = {"a": [96.2, 90.3], "b": [108.3], **{c: _launches(rng, 1, 0.05) for c in ("c", "d", "e", "f")}}
+    tonight["c"], tonight["d"] = [107.0], [93.5]  # a night at CV 5% spreads like this
+
+    def own(c: str) -> Verdict:
+        bound = Bound("output_throughput", "floor", 100.0, 0.05, launches=tuple(refs[c]))
+        return decide.against_reference(c, "sweep", "output_throughput", tonight[c], tonight[c], bound, {},
+                                        Look(0.01))
+
+    verdicts = [own(c) for c in refs]
+    versus = decide.against_config("a", "sweep", "output_throughput", tonight["a"], tonight["b"], "b",
+                                   [refs["a"], refs["b"]], 0.05, Look(0.01), False)
+    assert versus.verdict == Kind.REGRESSION and versus.stat["p_worse"] < 1e-4  # on the references' spread
+    *_, held = decide.against_the_night(verdicts, [versus])
+    assert held.verdict == Kind.UNRESOLVED and held.stat["p_worse"] > 1e-3, held.stat["p_worse"]
+    assert "this run's launches spread wider than the test saw" in held.note
+    # A night as quiet as the references keeps it.
+    tonight.update({"c": [101.0], "d": [99.0], "e": [100.5], "f": [98.8]})
+    quiet = decide.against_the_night([own(c) for c in refs], [versus])[-1]
+    assert quiet.verdict == Kind.REGRESSION

@@ -25,6 +25,7 @@ from .stats import (
     detectable_drop,
     launches_needed,
     spent,
+    welch,
 )
 from .variance import Spread
 from .verdicts import Bound, Kind, Test, Verdict, workload_differs
@@ -89,7 +90,7 @@ def _stat(c: Comparison, against: str, test: str, tolerance: float, look: Look, 
             "worst": worst(c) if c.testable else None,
             "detectable": detectable_drop(c.cv, c.n_new, look.alpha, n_ref) if c.testable else None,
             "change": c.change, "gain": c.gain, "ci": [c.ci_low, c.ci_high], "p_worse": c.p_worse,
-            "p_better": c.p_better, "cv": c.cv, "n_new": c.n_new, "n_ref": c.n_ref, "alpha": level,
+            "p_better": c.p_better, "cv": c.cv, "n_new": c.n_new, "n_ref": c.n_ref, "df": c.df, "alpha": level,
             "look": look.look, "looks": look.looks,
             # On the scale of the run's alpha, so one family decision covers every look's level.
             "p_adj": min(1.0, p * look.alpha / level) if level > 0 and not math.isnan(p) else 1.0,
@@ -329,7 +330,8 @@ def against_config(config: str, scenario: str, metric: str, new: list[float], re
     between-launch variance also comes from the recorded references of both (`prior`) and what the family lends."""
     c = compare(new, ref, higher_is_better(metric), prior=prior, **_lent(pooled))
     v = Verdict(config, scenario, metric, geometric_mean(new), None, Kind.PASS, launches=list(new))
-    v.stat = _stat(c, ref_name, f"t-test at alpha {_a(look.level)}", tolerance, look, len(ref), compare_to=ref_name)
+    v.stat = _stat(c, ref_name, f"t-test at alpha {_a(look.level)}", tolerance, look, len(ref), compare_to=ref_name,
+                   launches_ref=list(ref))
     v.verdict = _nightly(c, tolerance, look.level)
     if v.verdict == Kind.REGRESSION and expected_slower:
         v.verdict = Kind.KNOWN_COST
@@ -342,41 +344,134 @@ def against_config(config: str, scenario: str, metric: str, new: list[float], re
     return v
 
 
-def _night_groups(verdicts: Sequence[Verdict]) -> dict[str, list[float]]:
-    """Per config, the launch values of its throughput series with the most launches (two or more) this run: one
-    group per config, since a config's series share its launches."""
-    best: dict[str, list[float]] = {}
+def _night_groups(verdicts: Sequence[Verdict]) -> dict[str, Verdict]:
+    """Per config, its throughput series with the most launches this run (one per config, since a config's series
+    share its launches): what the run says of the night's launch-to-launch spread."""
+    best: dict[str, Verdict] = {}
     for v in verdicts:
-        if v.stat and "answer" not in v.stat and len(v.launches) >= 2 and higher_is_better(v.metric) \
-                and len(v.launches) > len(best.get(v.config, [])):
-            best[v.config] = list(v.launches)
+        if not v.stat or "answer" in v.stat or "compare_to" in v.stat or not v.launches or v.bound is None \
+                or not higher_is_better(v.metric):
+            continue
+        if v.config not in best or len(v.launches) > len(best[v.config].launches):
+            best[v.config] = v
     return best
 
 
-def against_the_night(verdicts: Sequence[Verdict]) -> list[Verdict]:
+NOISIER = 0.05  # the level at which tonight's launches are found to spread wider than the reference's session
+
+
+def _mean_log(xs: Sequence[float]) -> float:
+    logs = [math.log(x) for x in xs if x > 0]
+    return sum(logs) / len(logs) if logs else math.nan
+
+
+def _night_spread(new: Sequence[float], others: Sequence[Verdict], var_r: float, df_r: float
+                  ) -> tuple[float, int] | None:
+    """Tonight's launch-to-launch variance of log values and its degrees of freedom, where it is wider than `var_r`
+    (the spread the test used, on `df_r` degrees of freedom) beyond chance: a one-sided F test at NOISIER. None
+    where it is not (or cannot say): a reference recorded in one quiet session does not set the spread of a noisy
+    night's launches.
+
+    Tonight's spread: the series' own launches about their mean, and each other config's (`others`, one series a
+    config) launches about their mean and their mean about its reference's (less what the reference's own mean
+    errs by): every config judged tonight adds at least one degree of freedom, a first launch too. A config that did
+    regress widens it, which only makes the test more careful."""
+    from scipy import stats as sps
+    if not (var_r > 0 and df_r > 0):
+        return None
+    ss, df_n = 0.0, 0
+    for xs, rs in ((new, ()), *((tested(o), reference(o)) for o in others)):
+        logs = [math.log(x) for x in xs if x > 0]
+        if not logs:
+            continue
+        m = sum(logs) / len(logs)
+        ss += sum((x - m) ** 2 for x in logs)
+        df_n += len(logs) - 1
+        if len(rs) >= 2 and math.isfinite(dev := m - _mean_log(rs)):
+            ss += max(0.0, len(logs) * (dev ** 2 - var_r / len(rs)))
+            df_n += 1
+    if df_n < 1 or ss / df_n / var_r <= float(sps.f.ppf(1 - NOISIER, df_n, df_r)):
+        return None
+    return ss / df_n, df_n
+
+
+def _noisier(v: Verdict, others: Sequence[Verdict], lent: Spread | None) -> Comparison | None:
+    """The verdict's test again at tonight's spread where tonight's launches spread wider than the test's (see
+    _night_spread): a series against its reference with each side's own spread (stats.welch: tonight's for its
+    launches, the family's for the reference); a config against its compare_to config, both sides tonight's."""
+    up, st = higher_is_better(v.metric), v.stat
+    if "compare_to" in st:
+        new, ref = list(v.launches), [float(x) for x in st.get("launches_ref") or []]
+        var_r = lent.var if lent is not None else float(st.get("cv", 0.0)) ** 2
+        df_r = float(lent.df) if lent is not None else float(st.get("df") or len(new) + len(ref) - 2)
+        night = _night_spread(new, others, var_r, df_r) if ref else None
+        return compare(new, ref, up, lent=night) if night is not None else None
+    new, ref = tested(v), reference(v)
+    ref_logs = [math.log(x) for x in ref if x > 0]
+    if lent is not None and math.isfinite(lent.var) and lent.df > 0:
+        var_r, df_r = lent.var, float(lent.df)
+    elif len(ref_logs) >= 2:
+        mr = sum(ref_logs) / len(ref_logs)
+        var_r, df_r = sum((x - mr) ** 2 for x in ref_logs) / (len(ref_logs) - 1), float(len(ref_logs) - 1)
+    else:
+        return None
+    night = _night_spread(new, others, var_r, df_r)
+    return welch(new, ref, up, night, (var_r, df_r), "tonight's spread") if night is not None and ref_logs else None
+
+
+def _rescaled(st: Test, adj: str, raw: str, p: float) -> float:
+    """A p of the night's test on the run's scale, as the verdict's own p was put on it (p_adj = p x alpha / level)."""
+    d = cast(dict[str, Any], st)
+    was, base = float(d.get(adj, 1.0)), float(d.get(raw, math.nan))
+    if not base > 0 or was >= 1.0:
+        return max(was, min(1.0, p))
+    return max(was, min(1.0, p * was / base))
+
+
+def against_the_night(verdicts: Sequence[Verdict], versus: Sequence[Verdict] = ()) -> list[Verdict]:
     """A pass or regression decided against its reference's spread is tested again with this run's own launch-to-
     launch spread (the other configs' launches) where that is wider: a night noisier than the reference's (a
     neighbour on the box, clocks) must not let one lucky launch pass, nor one slow one confirm. Only ever turns a
-    verdict unresolved; copies, the given verdicts are not changed."""
+    verdict unresolved; copies, the given verdicts are not changed. `versus`: the run's configs against their
+    compare_to configs, held to the same night's spread (returned after `verdicts`, in order)."""
     groups = _night_groups(verdicts)
     out: list[Verdict] = []
-    for v in verdicts:
+    for v in [*verdicts, *versus]:
         st = v.stat
-        prior = [g for config, g in groups.items() if config != v.config]
-        if not st or "answer" in st or "compare_to" in st or v.bound is None or len(v.bound.launches) < 1 \
-                or v.verdict not in (Kind.PASS, Kind.REGRESSION) or not prior or not v.launches:
+        others = [g for config, g in groups.items() if config != v.config]
+        prior = [list(g.launches) for g in others if len(g.launches) >= 2]
+        paired = bool(st) and "compare_to" in st
+        if not st or "answer" in st or (v.bound is None and not paired) or (v.bound is not None and
+                                                                          len(v.bound.launches) < 1) \
+                or v.verdict not in (Kind.PASS, Kind.REGRESSION) or not v.launches:
             out.append(v)
             continue
         # Like with like: the launches and the reference the test used (earlier nights' carried, later nights'
         # grown), and what the family lent it, with tonight's other configs added to the spread.
         lent = Spread.from_dict(st["pooled"]) if isinstance(st.get("pooled"), dict) else None
-        c = compare(tested(v), reference(v), higher_is_better(v.metric), prior=prior, **_lent(lent))
-        if c.cv <= st["cv"] or _nightly(c, st["tolerance"], st["alpha"]) != Kind.UNRESOLVED:
+        noisier = _noisier(v, others, lent)
+        if noisier is not None:
+            # The night's spread is the test's now: its p is what the family decision weighs.
+            stat = cast(Test, {**st, "p_worse": noisier.p_worse, "p_better": noisier.p_better,
+                               "p_adj": _rescaled(st, "p_adj", "p_worse", noisier.p_worse),
+                               "p_adj_better": _rescaled(st, "p_adj_better", "p_better", noisier.p_better),
+                               "night_cv": noisier.cv, "worst": worst(noisier)})
+            if _nightly(noisier, st["tolerance"], st["alpha"]) != Kind.UNRESOLVED:
+                out.append(replace(v, stat=stat))
+                continue
+            c = noisier
+        elif paired:
             out.append(v)
             continue
-        note = (f"this run's launches spread wider than the test saw (CV {c.cv * 100:.1f}% with {len(prior)} other "
+        else:
+            c = compare(tested(v), reference(v), higher_is_better(v.metric), prior=prior, **_lent(lent))
+            if c.cv <= st["cv"] or _nightly(c, st["tolerance"], st["alpha"]) != Kind.UNRESOLVED:
+                out.append(v)
+                continue
+            stat = cast(Test, {**st, "worst": worst(c), "night_cv": c.cv})
+        others_n = len(others) if noisier is not None else len(prior)
+        note = (f"this run's launches spread wider than the test saw (CV {c.cv * 100:.1f}% with {others_n} other "
                 f"configs' launches, against {st['cv'] * 100:.1f}%): it rules out only a drop beyond "
                 f"{-worst(c) * 100:.1f}% (tolerance {st['tolerance'] * 100:g}%); was {v.verdict}")
-        out.append(replace(v, verdict=Kind.UNRESOLVED, note=note,
-                           stat=cast(Test, {**st, "worst": worst(c), "night_cv": c.cv})))
+        out.append(replace(v, verdict=Kind.UNRESOLVED, note=note, stat=stat))
     return out

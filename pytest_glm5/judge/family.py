@@ -13,7 +13,13 @@ from typing import cast
 
 from ..metrics import higher_is_better
 from .stats import benjamini_hochberg, cauchy_combination, compare, holm
+from .variance import Spread
 from .verdicts import Kind, Test, Verdict
+
+# A launch whose shared factor lies this many standard deviations of launches beyond the others' mean is an outlier
+# launch: the config's p is taken with and without it, and the larger decides (a normal launch lies beyond 3 sd
+# about once in 740).
+OUTLIER = 3.0
 
 
 def tested(v: Verdict) -> list[float]:
@@ -41,20 +47,36 @@ class Family:
         return [v for v in self.verdicts if v.verdict == Kind.REGRESSION and v.stat]
 
 
-def _config_p(vs: Sequence[Verdict], ps: Sequence[float], worse: bool, q: float) -> float:
+def _config_p(vs: Sequence[Verdict], ps: Sequence[float], worse: bool, q: float,
+              drop: int | None = None) -> float:
     """A config's one p: the Cauchy combination of its shared factor's test (half the weight: a drop in every
-    series) and of its series' own tests (the other half, shared: a drop in one series alone)."""
-    shared = shared_p(vs, worse, q)
+    series) and of its series' own tests (the other half, shared: a drop in one series alone). `drop`: the same
+    without that launch of the config's sample (an outlier launch, `outlier`)."""
+    if drop is not None:
+        rows = _rows(vs)
+        same = {id(v) for v in rows.use} if rows is not None else set()
+        ps = [_without(v, drop, worse, q) if id(v) in same else p for v, p in zip(vs, ps, strict=True)]
+    shared = shared_p(vs, worse, q, drop)
     if shared is None:
         return cauchy_combination(ps)
     return cauchy_combination([shared, *ps], [0.5, *[0.5 / len(ps)] * len(ps)])
 
 
-def shared_p(vs: Sequence[Verdict], worse: bool, q: float) -> float | None:
-    """The p of a config's shared factor, on the scale of the run's alpha q: each launch's mean over the config's
-    own series of its log change from that series' reference mean (oriented: + is better), tonight's launches
-    against the reference's, one t-test. A slow launch moves every series of its config, so a drop in all of them
-    shows here with the noise of about one series; None where fewer than two series share their launch counts."""
+@dataclass(frozen=True)
+class _Rows:
+    """A config's series that share one sample shape, each launch's and each reference launch's log change from the
+    series' reference mean (oriented: + is better), in launch order."""
+
+    use: list[Verdict]
+    new: list[list[float]]
+    ref: list[list[float]]
+
+    def factors(self, rows: Sequence[Sequence[float]], skip: int | None = None) -> list[float]:
+        """Each launch's shared factor (its mean oriented log change over the series), `skip` left out."""
+        return [sum(r[i] for r in rows) / len(rows) for i in range(len(rows[0])) if i != skip]
+
+
+def _rows(vs: Sequence[Verdict]) -> _Rows | None:
     own = [v for v in vs if v.stat and v.bound is not None and "compare_to" not in v.stat and "answer" not in v.stat]
     new = {id(v): tested(v) for v in own}
     ref = {id(v): reference(v) for v in own}
@@ -71,29 +93,99 @@ def shared_p(vs: Sequence[Verdict], worse: bool, q: float) -> float | None:
         sign = 1.0 if higher_is_better(v.metric) else -1.0
         return [sign * (math.log(x) - base) for x in xs]
 
-    rows_new = [centred(v, new[id(v)]) for v in use]
-    rows_ref = [centred(v, ref[id(v)]) for v in use]
-    y = [math.exp(sum(r[i] for r in rows_new) / len(use)) for i in range(n)]
-    x = [math.exp(sum(r[j] for r in rows_ref) / len(use)) for j in range(m)]
+    return _Rows(use, [centred(v, new[id(v)]) for v in use], [centred(v, ref[id(v)]) for v in use])
+
+
+def _without(v: Verdict, drop: int, worse: bool, q: float) -> float:
+    """A series' p on the run's scale (as p_adj) with launch `drop` of its sample left out."""
+    new = [x for i, x in enumerate(tested(v)) if i != drop]
+    lent = Spread.from_dict(v.stat["pooled"]) if isinstance(v.stat.get("pooled"), dict) else None
+    c = compare(new, reference(v), higher_is_better(v.metric), lent=lent.lent if lent else None)
+    p = c.p_worse if worse else c.p_better
+    level = float(v.stat.get("alpha", q))
+    return min(1.0, p * q / level) if level > 0 and not math.isnan(p) else 1.0
+
+
+def outlier(vs: Sequence[Verdict], worse: bool) -> tuple[int, str] | None:
+    """The launch of a config's sample that lies alone beyond the rest: its shared factor more than OUTLIER standard
+    deviations (the reference launches' and the other launches' own spread of shared factors) from the mean of the
+    others, in the direction judged. A bad launch (a cold clock, a noisy neighbour) moves every series of its config
+    at once, so the config's test reads it as a drop; a drop of the build moves every launch, and its launches agree.
+    Its index in the sample and a line for the verdict; None where no launch stands apart (or fewer than two).
+
+        >>> from .verdicts import Bound
+        >>> ref = (100.0, 104.0, 97.0, 101.0, 99.0, 103.0, 98.0, 100.0)
+        >>> def v(m, xs): return Verdict("c", "s", m, 0.0, Bound(m, "floor", 100.0, 0.05, launches=ref),
+        ...                              Kind.REGRESSION, launches=list(xs), stat={"alpha": 0.01})
+        >>> outlier([v("output_throughput", [100.0, 74.0]), v("total_throughput", [99.0, 76.0])], worse=True)[1]
+        'launch 2 of 2 stands apart: -25.2% against -0.7% for the others (8.5 sd of launches)'
+        >>> outlier([v("output_throughput", [90.0, 88.0]), v("total_throughput", [91.0, 89.0])], worse=True) is None
+        True
+    """
+    rows = _rows(vs)
+    if rows is None or len(rows.new[0]) < 2:
+        return None
+    ys, xs = rows.factors(rows.new), rows.factors(rows.ref)
+    k = min(range(len(ys)), key=lambda i: ys[i] if worse else -ys[i])
+    others = [y for i, y in enumerate(ys) if i != k]
+    mo = sum(others) / len(others)
+    ss = sum((x - sum(xs) / len(xs)) ** 2 for x in xs) + sum((y - mo) ** 2 for y in others)
+    df = len(xs) - 1 + len(others) - 1
+    if df <= 0 or ss <= 0:
+        return None
+    sd = math.sqrt(ss / df)
+    z = (ys[k] - mo) / (sd * math.sqrt(1 + 1 / len(others)))
+    if (-z if worse else z) <= OUTLIER:
+        return None
+    return k, (f"launch {k + 1} of {len(ys)} stands apart: {math.expm1(ys[k]) * 100:+.1f}% against "
+               f"{math.expm1(mo) * 100:+.1f}% for the others ({abs(z):.1f} sd of launches)")
+
+
+def shared_p(vs: Sequence[Verdict], worse: bool, q: float, drop: int | None = None) -> float | None:
+    """The p of a config's shared factor, on the scale of the run's alpha q: each launch's mean over the config's
+    own series of its log change from that series' reference mean (oriented: + is better), tonight's launches
+    against the reference's, one t-test. A slow launch moves every series of its config, so a drop in all of them
+    shows here with the noise of about one series; None where fewer than two series share their launch counts.
+    `drop`: that launch of the sample left out."""
+    rows = _rows(vs)
+    if rows is None:
+        return None
+    y = [math.exp(f) for f in rows.factors(rows.new, drop)]
+    x = [math.exp(f) for f in rows.factors(rows.ref)]
+    if not y:
+        return None
     c = compare(y, x, higher_is_better=True)
     if not c.testable:
         return None
-    level = min(float(v.stat.get("alpha", q)) for v in use)
+    level = min(float(v.stat.get("alpha", q)) for v in rows.use)
     return min(1.0, (c.p_worse if worse else c.p_better) * q / level) if level > 0 else 1.0
 
 
-def _by_config(alone: Sequence[Verdict], judged: Sequence[int], worse: bool, q: float) -> set[int]:
+def _by_config(alone: Sequence[Verdict], judged: Sequence[int], worse: bool, q: float,
+               set_apart: dict[str, str]) -> set[int]:
     """The series (indices) the config-level rule confirms in one direction (p_adj, or p_adj_better): each
     config one hypothesis (the Cauchy combination of its series' p), Holm at q across the configs (a night confirms
     an unchanged config at most q of the time), and within a config it confirms, Benjamini-Hochberg at q names which
-    series (the config did regress; among the series named, a share of at most q did not)."""
+    series (the config did regress; among the series named, a share of at most q did not). A config whose sample
+    has an outlier launch (`outlier`) is taken at the larger of its p with and without it; `set_apart` gets, per
+    config where that decided, the outlier's line."""
     p = {i: float(alone[i].stat["p_adj"] if worse else alone[i].stat["p_adj_better"]) for i in judged}
     groups: dict[str, list[int]] = {}
     for i in judged:
         groups.setdefault(alone[i].config, []).append(i)
     names = list(groups)
-    per_config = holm([_config_p([alone[i] for i in groups[c]], [p[i] for i in groups[c]], worse, q)
-                       for c in names], q)
+    ps = []
+    for c in names:
+        vs, own = [alone[i] for i in groups[c]], [p[i] for i in groups[c]]
+        apart = outlier(vs, worse)
+        pc = _config_p(vs, own, worse, q)
+        if apart is not None:  # an outlier launch does not decide alone: the config's p with and without it
+            without = _config_p(vs, own, worse, q, apart[0])
+            if without > pc:
+                set_apart[c] = apart[1]
+            pc = max(pc, without)
+        ps.append(pc)
+    per_config = holm(ps, q)
     out: set[int] = set()
     for name, level in zip(names, per_config, strict=True):
         if level is not None:
@@ -113,8 +205,9 @@ def family(verdicts: Sequence[Verdict], q: float) -> Family:
     judged = [i for i, v in enumerate(alone) if v.stat]
     if not judged:
         return Family(0, alone)
-    worse = _by_config(alone, judged, True, q)
-    better = _by_config(alone, judged, False, q)
+    apart: dict[str, str] = {}
+    worse = _by_config(alone, judged, True, q, apart)
+    better = _by_config(alone, judged, False, q, {})
     configs = len({alone[i].config for i in judged})
     why = (f"not significant across the run's {configs} config{'s' if configs != 1 else ''} ({len(judged)} series; "
            f"each config one test, the Cauchy combination of its series, Holm at {q:g})")
@@ -126,7 +219,9 @@ def family(verdicts: Sequence[Verdict], q: float) -> Family:
             stat = cast(Test, dict(v.stat))
             if "answer" in stat:
                 stat["answer"] = "UNKNOWN"
-            out[i] = replace(v, verdict=Kind.UNRESOLVED if v.verdict != Kind.IMPROVEMENT else Kind.PASS, note=why,
+            note = why if v.config not in apart or v.verdict == Kind.IMPROVEMENT else (
+                f"{apart[v.config]}: an outlier launch does not confirm alone, another launch decides ({why})")
+            out[i] = replace(v, verdict=Kind.UNRESOLVED if v.verdict != Kind.IMPROVEMENT else Kind.PASS, note=note,
                              stat=stat,
                              alone=(v.verdict, v.note, v.stat.get("answer")))
     return Family(len(judged), out, configs)

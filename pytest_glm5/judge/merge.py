@@ -104,7 +104,7 @@ def coverage(docs: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
 def decided(m: Merged, alpha: float) -> Merged:
     """The run after its family decision (family.family: a config one test, Holm at alpha), each pass and
     regression first held against the run's own launch spread (decide.against_the_night); `m` is not changed."""
-    fam = family.family([*decide.against_the_night(m.verdicts), *m.versus], alpha)
+    fam = family.family(decide.against_the_night(m.verdicts, m.versus), alpha)
     n = len(m.verdicts)
     return replace(m, verdicts=fam.verdicts[:n], versus=fam.verdicts[n:], family_size=fam.size,
                    confirmed=fam.confirmed)

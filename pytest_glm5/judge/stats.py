@@ -144,6 +144,30 @@ def compare(new: Sequence[float], ref: Sequence[float], higher_is_better: bool,
                       pooled if lent is not None else "")
 
 
+def welch(new: Sequence[float], ref: Sequence[float], higher_is_better: bool, new_var: tuple[float, float],
+          ref_var: tuple[float, float], pooled: str = "") -> Comparison:
+    """New launches against reference launches where the two come from sessions of different spread (a night
+    noisier than the session that recorded the reference): each side's variance of log values with its degrees of
+    freedom, `new_var` and `ref_var`, Welch's standard error and Satterthwaite's degrees of freedom.
+
+        >>> c = welch([93.0, 92.0], [100.0] * 12, True, (0.05 ** 2, 6), (0.02 ** 2, 40))
+        >>> round(c.change, 3), round(c.p_worse, 4), c.df
+        (-0.075, 0.0362, 6)
+    """
+    from scipy import stats as sps
+    a, b = _logs(new), _logs(ref)
+    d = sum(a) / len(a) - sum(b) / len(b)
+    va, vb = new_var[0] / len(a), ref_var[0] / len(b)
+    se = math.sqrt(va + vb)
+    df = max(1, math.floor((va + vb) ** 2 / (va ** 2 / max(new_var[1], 1) + vb ** 2 / max(ref_var[1], 1))))
+    t = d / se if se > 0 else math.copysign(math.inf, d)
+    p_up, p_down = float(sps.t.sf(t, df)), float(sps.t.cdf(t, df))
+    q = float(sps.t.ppf(0.975, df))
+    p_worse, p_better = (p_down, p_up) if higher_is_better else (p_up, p_down)
+    return Comparison(math.expm1(d), math.expm1(d - q * se), math.expm1(d + q * se), p_worse, p_better,
+                      se / math.sqrt(1 / len(a) + 1 / len(b)), len(a), len(b), higher_is_better, df, pooled)
+
+
 def spent(alpha: float, look: int, looks: int, early: bool = False) -> float:
     """The alpha of look `look` (1-based) of at most `looks`: Lan-DeMets O'Brien-Fleming-type spending,
     2 - 2 Phi(z_(1-alpha/2) / sqrt(t)) at information fraction t = look / looks, its increment used as the look's

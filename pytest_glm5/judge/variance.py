@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 CLIP = 4.0
 TRIM = 3.0  # a series' log variance this many robust sd from its family's median does not shape the family's prior
 MIN_SERIES = 3  # a family of fewer series cannot say how much its variances disagree: the next wider family is used
+NOISIER = 0.05  # the level at which the family's nights are found to spread wider than its prior
 
 Key = tuple[str, str, str]  # scenario, metric, config
 
@@ -59,14 +60,28 @@ class Spread:
     own_df: int = 0
     nights_var: float = math.nan  # the series' own samples over the nights of its history (not its reference)
     nights_df: int = 0
+    box_var: float = math.nan  # every sample of the family's nights, pooled: the nights' spread, not the references'
+    box_df: int = 0
+
+    @property
+    def noisier(self) -> bool:
+        """The family's nights spread wider than its prior (mostly its references' sessions) beyond chance: a
+        one-sided F test at NOISIER."""
+        from scipy import stats as sps
+        if self.box_df <= 0 or not self.var0 > 0 or not self.df0 > 0 or not math.isfinite(self.box_var):
+            return False
+        df0 = min(self.df0, 1e6)
+        return self.box_var / self.var0 > float(sps.f.ppf(1 - NOISIER, self.box_df, df0))
 
     @property
     def lent(self) -> tuple[float, float]:
-        """What a test of this series adds to its reference's and tonight's spread: the family's prior and the
-        series' own nights (a reference recorded in one quiet session does not speak for noisier nights)."""
+        """What a test of this series adds to its reference's and tonight's spread: the family's prior, or where the
+        family's nights spread wider (`noisier`) the nights' pooled spread in its place, and the series' own nights
+        (a reference recorded in one quiet session does not speak for noisier nights)."""
+        var0, df0 = (self.box_var, float(self.box_df)) if self.noisier else (self.var0, self.df0)
         nights = self.nights_var * self.nights_df if self.nights_df > 0 else 0.0
-        df = self.df0 + self.nights_df
-        return ((self.df0 * self.var0 + nights) / df if df > 0 else math.nan), df
+        df = df0 + self.nights_df
+        return ((df0 * var0 + nights) / df if df > 0 else math.nan), df
 
     @property
     def df(self) -> int:
@@ -92,7 +107,8 @@ class Spread:
         """As a report's JSON keeps it."""
         return {"var0": self.var0, "df0": self.df0, "series": self.series, "launches": self.launches,
                 "family": self.family, "own_var": self.own_var, "own_df": self.own_df, "nights_var": self.nights_var,
-                "nights_df": self.nights_df, "cv": self.cv, "df": self.df}
+                "nights_df": self.nights_df, "box_var": self.box_var, "box_df": self.box_df, "cv": self.cv,
+                "df": self.df}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Spread | None:
@@ -100,7 +116,8 @@ class Spread:
         try:
             return cls(float(d["var0"]), float(d["df0"]), int(d["series"]), int(d["launches"]), str(d["family"]),
                        float(d.get("own_var", math.nan)), int(d.get("own_df", 0)),
-                       float(d.get("nights_var", math.nan)), int(d.get("nights_df", 0)))
+                       float(d.get("nights_var", math.nan)), int(d.get("nights_df", 0)),
+                       float(d.get("box_var", math.nan)), int(d.get("box_df", 0)))
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -177,6 +194,8 @@ class _Family:
     df0: float
     members: dict[str, _Member]
     launches: int
+    box_var: float = math.nan  # the members' nights samples pooled
+    box_df: int = 0
 
 
 @dataclass
@@ -232,7 +251,7 @@ class VarianceModel:
             # Honest degrees of freedom: never more than the family holds besides this series.
             others = sum(m.df for key, m in fam.members.items() if key != member)
             return Spread(fam.var0, min(fam.df0, float(others)), len(fam.members), fam.launches, name, me.var,
-                          me.df, me.nights_var, me.nights_df)
+                          me.df, me.nights_var, me.nights_df, fam.box_var, fam.box_df)
         return None
 
 
@@ -260,7 +279,8 @@ def _family(members: Mapping[str, list[_Group]]) -> _Family | None:
     var0, df0 = fit_prior([m.var for m in fitted], [m.df for m in fitted])
     if not math.isfinite(var0):
         return None
-    return _Family(var0, df0, own, sum(len(g.logs) for gs in members.values() for g in gs))
+    box = pooled([g for gs in members.values() for g in gs if g.night])
+    return _Family(var0, df0, own, sum(len(g.logs) for gs in members.values() for g in gs), *box)
 
 
 def variance_of(store: BaselineStore, runs: Sequence[Mapping[str, Any]] = ()) -> VarianceModel:

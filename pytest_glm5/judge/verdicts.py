@@ -59,6 +59,7 @@ class Test(TypedDict, total=False):
     detectable: float | None  # the drop this run finds with 95% power at its alpha (a fraction)
     n_new: int
     n_ref: int
+    df: int  # the test's degrees of freedom
     alpha: float  # the level of this look
     look: int
     looks: int
@@ -69,6 +70,7 @@ class Test(TypedDict, total=False):
     build_b: str
     launches_a: list[float]
     compare_to: str
+    launches_ref: list[float]  # a config against its compare_to config: that config's launches tonight
     ci_level: float  # the confidence of `ci` where it is not 95% (an A/B shows the CI SAME is decided on)
     margin: float  # A/B: SAME's equivalence margin (+-), apart from the tolerance DIFFERENT needs
     to_add: int  # an unresolved nightly series: the launches its note says to add (the plan prices them)
