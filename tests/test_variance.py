@@ -249,3 +249,21 @@ def test_a_night_noisier_than_the_references_holds_its_confirmations() -> None:
     tonight.update({"c": [101.0], "d": [99.0], "e": [100.5], "f": [98.8]})
     quiet = decide.against_the_night([own(c) for c in refs], [versus])[-1]
     assert quiet.verdict == Kind.REGRESSION
+
+
+def test_a_build_that_slows_every_config_is_not_the_nights_spread() -> None:
+    # The night's spread reads each config's change from its reference about the other configs' mean change: a
+    # kernel every config runs, 10% slower, moves them together. Read about no change, the same night had spread
+    # "wider" (every config -10%) and undone every config's confirmation.
+    rng = random.Random(21)
+    refs = {c: _launches(rng, 8, 0.02) for c in "abcdef"}
+
+    def own(c: str) -> Verdict:
+        bound = Bound("output_throughput", "floor", 100.0, 0.05, launches=tuple(refs[c]))
+        xs = _launches(rng, 2, 0.02, level=90.0)
+        return decide.against_reference(c, "sweep", "output_throughput", xs, xs, bound, {}, Look(0.01))
+
+    verdicts = [own(c) for c in refs]
+    assert all(v.verdict == Kind.REGRESSION for v in verdicts)
+    held = decide.against_the_night(verdicts)
+    assert [v.verdict for v in held] == [Kind.REGRESSION] * 6, [v.note for v in held]

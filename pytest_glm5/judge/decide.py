@@ -373,13 +373,16 @@ def _night_spread(new: Sequence[float], others: Sequence[Verdict], var_r: float,
     night's launches.
 
     Tonight's spread: the series' own launches about their mean, and each other config's (`others`, one series a
-    config) launches about their mean and their mean about its reference's (less what the reference's own mean
-    errs by): every config judged tonight adds at least one degree of freedom, a first launch too. A config that did
-    regress widens it, which only makes the test more careful."""
+    config) launches about their mean and their mean's change from its reference about the other configs' mean
+    change (less what the references' own means err by): every config judged tonight adds a degree of freedom, a
+    first launch too. About their mean, not about none: a build that slows every config (a kernel all of them run)
+    moves them together and is not spread; a config that alone regressed widens it, which only makes the test more
+    careful."""
     from scipy import stats as sps
     if not (var_r > 0 and df_r > 0):
         return None
     ss, df_n = 0.0, 0
+    shifts: list[tuple[int, float, int]] = []  # per other config: its launches, its mean's change, its reference's
     for xs, rs in ((new, ()), *((tested(o), reference(o)) for o in others)):
         logs = [math.log(x) for x in xs if x > 0]
         if not logs:
@@ -388,8 +391,11 @@ def _night_spread(new: Sequence[float], others: Sequence[Verdict], var_r: float,
         ss += sum((x - m) ** 2 for x in logs)
         df_n += len(logs) - 1
         if len(rs) >= 2 and math.isfinite(dev := m - _mean_log(rs)):
-            ss += max(0.0, len(logs) * (dev ** 2 - var_r / len(rs)))
-            df_n += 1
+            shifts.append((len(logs), dev, len(rs)))
+    if len(shifts) >= 2:
+        centre = sum(n * d for n, d, _ in shifts) / sum(n for n, _, _ in shifts)
+        ss += max(0.0, sum(n * ((d - centre) ** 2 - var_r / m) for n, d, m in shifts))
+        df_n += len(shifts) - 1
     if df_n < 1 or ss / df_n / var_r <= float(sps.f.ppf(1 - NOISIER, df_n, df_r)):
         return None
     return ss / df_n, df_n
