@@ -24,10 +24,12 @@ from .stats import (
     cv_upper,
     detectable_drop,
     launches_needed,
+    log_var,
+    mean_log,
     spent,
     welch,
 )
-from .variance import Spread
+from .variance import NOISIER, Spread
 from .verdicts import Bound, Kind, Test, Verdict, workload_differs
 
 # "pass" means the data rules out a drop beyond the tolerance: the one-sided bound of the change at this confidence
@@ -357,16 +359,10 @@ def _night_groups(verdicts: Sequence[Verdict]) -> dict[str, Verdict]:
     return best
 
 
-NOISIER = 0.05  # the level at which tonight's launches are found to spread wider than the reference's session
 # The fewest degrees of freedom of tonight's spread that may replace the test's: on one (a config alone, its two
 # launches) the F test fires 1 time in 20 on an unchanged night and Welch's test on one degree of freedom then
 # rules out only a drop beyond 23% (a fresh-clone CI met it: -18.4% at p 5e-10 read unresolved).
 NIGHT_DF = 3
-
-
-def _mean_log(xs: Sequence[float]) -> float:
-    logs = [math.log(x) for x in xs if x > 0]
-    return sum(logs) / len(logs) if logs else math.nan
 
 
 def _night_spread(new: Sequence[float], others: Sequence[Verdict], var_r: float, df_r: float
@@ -394,7 +390,7 @@ def _night_spread(new: Sequence[float], others: Sequence[Verdict], var_r: float,
         m = sum(logs) / len(logs)
         ss += sum((x - m) ** 2 for x in logs)
         df_n += len(logs) - 1
-        if len(rs) >= 2 and math.isfinite(dev := m - _mean_log(rs)):
+        if len(rs) >= 2 and math.isfinite(dev := m - mean_log(rs)):
             shifts.append((len(logs), dev, len(rs)))
     if len(shifts) >= 2:
         centre = sum(n * d for n, d, _ in shifts) / sum(n for n, _, _ in shifts)
@@ -417,16 +413,16 @@ def _noisier(v: Verdict, others: Sequence[Verdict], lent: Spread | None) -> Comp
         night = _night_spread(new, others, var_r, df_r) if ref else None
         return compare(new, ref, up, lent=night) if night is not None else None
     new, ref = tested(v), reference(v)
-    ref_logs = [math.log(x) for x in ref if x > 0]
+    own = log_var(ref)
     if lent is not None and math.isfinite(lent.var) and lent.df > 0:
         var_r, df_r = lent.var, float(lent.df)
-    elif len(ref_logs) >= 2:
-        mr = sum(ref_logs) / len(ref_logs)
-        var_r, df_r = sum((x - mr) ** 2 for x in ref_logs) / (len(ref_logs) - 1), float(len(ref_logs) - 1)
+    elif own is not None:
+        var_r, df_r = own[0], float(own[1])
     else:
         return None
     night = _night_spread(new, others, var_r, df_r)
-    return welch(new, ref, up, night, (var_r, df_r), "tonight's spread") if night is not None and ref_logs else None
+    has_ref = any(x > 0 for x in ref)
+    return welch(new, ref, up, night, (var_r, df_r), "tonight's spread") if night is not None and has_ref else None
 
 
 def _rescaled(st: Test, adj: str, raw: str, p: float) -> float:

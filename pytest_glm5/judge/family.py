@@ -48,15 +48,15 @@ class Family:
 
 
 def _config_p(vs: Sequence[Verdict], ps: Sequence[float], worse: bool, q: float,
-              drop: int | None = None) -> float:
+              drop: int | None = None, rows: _Rows | None = None) -> float:
     """A config's one p: the Cauchy combination of its shared factor's test (half the weight: a drop in every
     series) and of its series' own tests (the other half, shared: a drop in one series alone). `drop`: the same
-    without that launch of the config's sample (an outlier launch, `outlier`)."""
+    without that launch of the config's sample (an outlier launch, `outlier`); `rows`: `_rows(vs)`, built once."""
+    rows = rows if rows is not None else _rows(vs)
     if drop is not None:
-        rows = _rows(vs)
         same = {id(v) for v in rows.use} if rows is not None else set()
         ps = [_without(v, drop, worse, q) if id(v) in same else p for v, p in zip(vs, ps, strict=True)]
-    shared = shared_p(vs, worse, q, drop)
+    shared = shared_p(vs, worse, q, drop, rows)
     if shared is None:
         return cauchy_combination(ps)
     return cauchy_combination([shared, *ps], [0.5, *[0.5 / len(ps)] * len(ps)])
@@ -106,7 +106,7 @@ def _without(v: Verdict, drop: int, worse: bool, q: float) -> float:
     return min(1.0, p * q / level) if level > 0 and not math.isnan(p) else 1.0
 
 
-def outlier(vs: Sequence[Verdict], worse: bool) -> tuple[int, str] | None:
+def outlier(vs: Sequence[Verdict], worse: bool, rows: _Rows | None = None) -> tuple[int, str] | None:
     """The launch of a config's sample that lies alone beyond the rest: its shared factor more than OUTLIER standard
     deviations (the reference launches' and the other launches' own spread of shared factors) from the mean of the
     others, in the direction judged. A bad launch (a cold clock, a noisy neighbour) moves every series of its config
@@ -122,7 +122,7 @@ def outlier(vs: Sequence[Verdict], worse: bool) -> tuple[int, str] | None:
         >>> outlier([v("output_throughput", [90.0, 88.0]), v("total_throughput", [91.0, 89.0])], worse=True) is None
         True
     """
-    rows = _rows(vs)
+    rows = rows if rows is not None else _rows(vs)
     if rows is None or len(rows.new[0]) < 2:
         return None
     ys, xs = rows.factors(rows.new), rows.factors(rows.ref)
@@ -141,13 +141,14 @@ def outlier(vs: Sequence[Verdict], worse: bool) -> tuple[int, str] | None:
                f"{math.expm1(mo) * 100:+.1f}% for the others ({abs(z):.1f} sd of launches)")
 
 
-def shared_p(vs: Sequence[Verdict], worse: bool, q: float, drop: int | None = None) -> float | None:
+def shared_p(vs: Sequence[Verdict], worse: bool, q: float, drop: int | None = None,
+             rows: _Rows | None = None) -> float | None:
     """The p of a config's shared factor, on the scale of the run's alpha q: each launch's mean over the config's
     own series of its log change from that series' reference mean (oriented: + is better), tonight's launches
     against the reference's, one t-test. A slow launch moves every series of its config, so a drop in all of them
     shows here with the noise of about one series; None where fewer than two series share their launch counts.
-    `drop`: that launch of the sample left out."""
-    rows = _rows(vs)
+    `drop`: that launch of the sample left out; `rows`: `_rows(vs)` where the caller built it."""
+    rows = rows if rows is not None else _rows(vs)
     if rows is None:
         return None
     y = [math.exp(f) for f in rows.factors(rows.new, drop)]
@@ -177,10 +178,11 @@ def _by_config(alone: Sequence[Verdict], judged: Sequence[int], worse: bool, q: 
     ps = []
     for c in names:
         vs, own = [alone[i] for i in groups[c]], [p[i] for i in groups[c]]
-        apart = outlier(vs, worse)
-        pc = _config_p(vs, own, worse, q)
+        rows = _rows(vs)
+        apart = outlier(vs, worse, rows)
+        pc = _config_p(vs, own, worse, q, rows=rows)
         if apart is not None:  # an outlier launch does not decide alone: the config's p with and without it
-            without = _config_p(vs, own, worse, q, apart[0])
+            without = _config_p(vs, own, worse, q, apart[0], rows)
             if without > pc:
                 set_apart[c] = apart[1]
             pc = max(pc, without)

@@ -121,27 +121,33 @@ def compare(new: Sequence[float], ref: Sequence[float], higher_is_better: bool,
     `pooled`: where that came from, for the line.
 
     With one launch per side and no prior there is no spread to test with: p is nan and the caller says so."""
-    from scipy import stats as sps
     if not new or not ref:
         raise ValueError("need at least one launch on each side")
     d, se, df = _parts(new, ref, prior, lent)
     cv = se / math.sqrt(1 / len(new) + 1 / len(ref)) if df > 0 else 0.0
+    if df > 0 and se > 0:
+        return _tested(d, se, df, len(new), len(ref), higher_is_better, pooled if lent is not None else "")
     if df <= 0:
         p_up = p_down = float("nan")
-        lo = hi = math.expm1(d)
-    elif se == 0:
+    else:
         p_up = 0.0 if d > 0 else (1.0 if d < 0 else 0.5)
         p_down = 0.0 if d < 0 else (1.0 if d > 0 else 0.5)
-        lo = hi = math.expm1(d)
-    else:
-        t = d / se
-        p_up = float(sps.t.sf(t, df))  # new higher than ref
-        p_down = float(sps.t.cdf(t, df))
-        q = float(sps.t.ppf(0.975, df))
-        lo, hi = math.expm1(d - q * se), math.expm1(d + q * se)
     p_worse, p_better = (p_down, p_up) if higher_is_better else (p_up, p_down)
-    return Comparison(math.expm1(d), lo, hi, p_worse, p_better, cv, len(new), len(ref), higher_is_better, df,
-                      pooled if lent is not None else "")
+    return Comparison(math.expm1(d), math.expm1(d), math.expm1(d), p_worse, p_better, cv, len(new), len(ref),
+                      higher_is_better, df, pooled if lent is not None else "")
+
+
+def _tested(d: float, se: float, df: int, n_new: int, n_ref: int, higher_is_better: bool, pooled: str
+            ) -> Comparison:
+    """The t test of a difference of log means `d` with standard error `se` on `df` degrees of freedom: both
+    one-sided p values and the 95% interval, as a Comparison."""
+    from scipy import stats as sps
+    t = d / se
+    p_up, p_down = float(sps.t.sf(t, df)), float(sps.t.cdf(t, df))  # new higher than ref; lower
+    q = float(sps.t.ppf(0.975, df))
+    p_worse, p_better = (p_down, p_up) if higher_is_better else (p_up, p_down)
+    return Comparison(math.expm1(d), math.expm1(d - q * se), math.expm1(d + q * se), p_worse, p_better,
+                      se / math.sqrt(1 / n_new + 1 / n_ref), n_new, n_ref, higher_is_better, df, pooled)
 
 
 def welch(new: Sequence[float], ref: Sequence[float], higher_is_better: bool, new_var: tuple[float, float],
@@ -154,18 +160,34 @@ def welch(new: Sequence[float], ref: Sequence[float], higher_is_better: bool, ne
         >>> round(c.change, 3), round(c.p_worse, 4), c.df
         (-0.075, 0.0362, 6)
     """
-    from scipy import stats as sps
     a, b = _logs(new), _logs(ref)
     d = sum(a) / len(a) - sum(b) / len(b)
     va, vb = new_var[0] / len(a), ref_var[0] / len(b)
-    se = math.sqrt(va + vb)
     df = max(1, math.floor((va + vb) ** 2 / (va ** 2 / max(new_var[1], 1) + vb ** 2 / max(ref_var[1], 1))))
-    t = d / se if se > 0 else math.copysign(math.inf, d)
-    p_up, p_down = float(sps.t.sf(t, df)), float(sps.t.cdf(t, df))
-    q = float(sps.t.ppf(0.975, df))
-    p_worse, p_better = (p_down, p_up) if higher_is_better else (p_up, p_down)
-    return Comparison(math.expm1(d), math.expm1(d - q * se), math.expm1(d + q * se), p_worse, p_better,
-                      se / math.sqrt(1 / len(a) + 1 / len(b)), len(a), len(b), higher_is_better, df, pooled)
+    if not va + vb > 0:
+        return compare(new, ref, higher_is_better)
+    return _tested(d, math.sqrt(va + vb), df, len(a), len(b), higher_is_better, pooled)
+
+
+def mean_log(values: Sequence[float]) -> float:
+    """The mean of the positive values' logs (nan where none is positive).
+
+        >>> round(mean_log([1.0, math.e ** 2]), 6)
+        1.0
+    """
+    logs = [math.log(v) for v in values if v > 0]
+    return sum(logs) / len(logs) if logs else math.nan
+
+
+def log_var(values: Sequence[float]) -> tuple[float, int] | None:
+    """The sample variance of the positive values' logs and its degrees of freedom; None under two values.
+
+        >>> v, df = log_var([100.0, 110.0, 121.0])
+        >>> round(v, 5), df
+        (0.00908, 2)
+    """
+    logs = [math.log(v) for v in values if v > 0]
+    return (_ss(logs) / (len(logs) - 1), len(logs) - 1) if len(logs) >= 2 else None
 
 
 def spent(alpha: float, look: int, looks: int, early: bool = False) -> float:

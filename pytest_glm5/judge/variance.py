@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 CLIP = 4.0
 TRIM = 3.0  # a series' log variance this many robust sd from its family's median does not shape the family's prior
 MIN_SERIES = 3  # a family of fewer series cannot say how much its variances disagree: the next wider family is used
-NOISIER = 0.05  # the level at which the family's nights are found to spread wider than its prior
+# The level at which a spread (the family's nights, tonight's launches) is found wider than the one it replaces.
+NOISIER = 0.05
 
 Key = tuple[str, str, str]  # scenario, metric, config
 
