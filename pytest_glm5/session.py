@@ -40,7 +40,7 @@ from .servers.pool import ConfigMismatch, PoolSettings, ServerPool
 from .servers.process import ServerError, ServerHandle
 from .servers.records import KEPT, RecordStore, reap_leftovers, stop_recorded
 from .settings import Settings, SettingsError
-from .telemetry import describe
+from .telemetry.nvml import describe
 
 LOG_SECTION_LINES = 30
 

@@ -26,10 +26,10 @@ H200=(gpu/test_h200.py --glm5-configs gpu/configs.toml --glm5-baselines="$OUT/ba
       -rs --glm5-repeats "${GLM5_REPEATS:-3}" --glm5-max-repeats 2)
 step "GPU"; nvidia-smi --query-gpu=name,compute_cap,memory.used,power.draw,driver_version --format=csv
 step "hardware key and inventory (NVML)"
-python3 -c "from pytest_glm5.telemetry import inventory, hardware_key, describe; g = inventory(); \
+python3 -c "from pytest_glm5.telemetry.nvml import inventory, hardware_key, describe; g = inventory(); \
 print(hardware_key(g) if g else None, '|', describe(g), '|', g[0] if g else '')"
 step "tiny model"
-python3 -c "from pathlib import Path; from pytest_glm5.tinymodel import write_hf; print(write_hf(Path('/tmp/glm5-tiny-hf')))" \
+python3 -c "from pathlib import Path; from pytest_glm5.testing.tinymodel import write_hf; print(write_hf(Path('/tmp/glm5-tiny-hf')))" \
   2>&1 | tail -1
 step "GPU leases: a lease puts the server on that GPU"
 python3 scripts/gpu_lease_check.py 2>&1 | tee "$OUT/leases.log"

@@ -12,14 +12,15 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_glm5.energy import EnergyMeter, field_ids, integrated_j
-from pytest_glm5.telemetry import Sampler, load_nvml, power_samples
+from pytest_glm5.telemetry.energy import EnergyMeter, field_ids, integrated_j
+from pytest_glm5.telemetry.nvml import Sampler, load_nvml, power_samples
 
 
-def window(nvml: object, seconds: float, load: bool) -> dict[str, object]:
+def window(nvml: object, seconds: float, load: bool) -> dict[str, Any]:
     """One window: energy by counter and by integrated power, power limit, clock-event seconds."""
     sampler = Sampler(nvml, hz=10.0).start()  # type: ignore[arg-type]
     meter = EnergyMeter(nvml, [0]).start()  # type: ignore[arg-type]

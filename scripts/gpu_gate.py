@@ -52,7 +52,7 @@ def make_model() -> float:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from pytest_glm5.tinymodel import train_tokenizer
+    from pytest_glm5.testing.tinymodel import train_tokenizer
 
     t0 = time.monotonic()
     if (MODEL / "config.json").exists():
@@ -72,7 +72,7 @@ def make_model() -> float:
 
 def gpu_uuid() -> str:
     """The GPU's UUID from NVML: a reference holds for the machine it was recorded on."""
-    from pytest_glm5.telemetry import load_nvml
+    from pytest_glm5.telemetry.nvml import load_nvml
 
     nvml = load_nvml()
     if nvml is None:

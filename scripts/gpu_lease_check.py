@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_glm5.servers.leases import Device, LeaseError, book_for
-from pytest_glm5.telemetry import inventory, load_nvml
+from pytest_glm5.telemetry.nvml import inventory, load_nvml
 
 PROBE = ("import sys, time, torch\n"
          "x = torch.ones(1 << 20, device='cuda')\n"
@@ -75,6 +75,7 @@ def main() -> int:
             how = f"outer CUDA_VISIBLE_DEVICES={outer}" if outer else "NVML inventory"
             print(f"lease GPU {lease.indices[0]} ({lease.devices[0].uuid}) from {how}: torch cuda:0 is {uuid}, "
                   f"sees {count} device(s); NVML lists pid {proc.pid} on it: {'ok' if ok else 'FAILED'}")
+        assert book is not None
         try:
             book.check("tp8", len(devices) + 7, f"tp-size {len(devices) + 7}")
             print("a config needing more GPUs than exist was accepted: FAILED")

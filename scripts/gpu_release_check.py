@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from pytest_glm5.telemetry import gpu_processes, inventory, load_nvml, wait_released
+from pytest_glm5.telemetry.nvml import gpu_processes, inventory, load_nvml, wait_released
 
 HOLD = ("import torch, time; x = torch.empty(int(sys.argv[1]) * 2**30, dtype=torch.uint8, device='cuda'); "
         "x.fill_(1); torch.cuda.synchronize(); print('ready', flush=True); time.sleep(600)")

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from pytest_glm5 import energy
-from pytest_glm5.energy import EnergyMeter, Window, field_ids, integrated_j
+from pytest_glm5.judge import regime
+from pytest_glm5.telemetry import energy
+from pytest_glm5.telemetry.energy import EnergyMeter, Window, field_ids, integrated_j
 
 
 class Clock:
@@ -73,14 +74,14 @@ def test_energy_over_a_window_from_the_counter() -> None:
 
 def test_a_moved_power_regime_is_named_and_a_steady_one_is_not() -> None:
     ref = {"limit_w": 600.0, "cap_share": 0.95}
-    assert energy.power_change(ref, {"limit_w": 450.0, "cap_share": 0.95}) == \
+    assert regime.power_change(ref, {"limit_w": 450.0, "cap_share": 0.95}) == \
         "the enforced power limit changed (600 W to 450 W a GPU)"
-    assert energy.power_change(ref, {"limit_w": 600.0, "cap_share": 0.3}) == \
+    assert regime.power_change(ref, {"limit_w": 600.0, "cap_share": 0.3}) == \
         "GPUs at their power cap 30% of the window, 95% in the reference"
     # A reading's jitter, an unknown on either side, or a GPU that gave no answer: nothing to name.
     for today in ({"limit_w": 605.0, "cap_share": 0.9}, {}, None, {"limit_w": 600.0}):
-        assert energy.power_change(ref, today) is None
-    assert energy.power_change(None, ref) is None and energy.power_change({"cap_share": 0.1}, {"limit_w": 1.0}) is None
+        assert regime.power_change(ref, today) is None
+    assert regime.power_change(None, ref) is None and regime.power_change({"cap_share": 0.1}, {"limit_w": 1.0}) is None
 
 
 def test_hardware_thermal_slowdown_makes_a_window_not_comparable() -> None:

@@ -20,26 +20,29 @@ WINGS = [
     ("correctness", "correctness"),
     ("servers.engines.sim", "sim-engine"),
     ("servers", "servers"), ("judge", "judge"), ("night", "night"), ("report", "report"), ("load", "load"),
-    ("sim", "sim"),
-    ("", "base"),  # settings, configs, metrics, telemetry, spec, proxies, scaleout, textfiles, ...
+    ("sim", "sim"), ("telemetry", "telemetry"), ("testing", "testing"),
+    ("", "base"),  # settings, configs, metrics, spec, proxies, scaleout, textfiles, ...
 ]
 # Which wings a wing may import. Dependencies point one way: hooks -> session -> (perf, night, servers, report) ->
-# judge -> (load, base). The judges never read the reports, the books of the nights, the servers or the emulator,
-# and of the load wing only its types; the servers never import the load wing; only the emulator's own engine and
-# the CLI import sim.
+# judge -> (load, telemetry, base); telemetry/ (NVML's numbers) and testing/ (the tiny model) read only the base. The
+# judges never read the reports, the books of the nights, the servers or the emulator, and of the load wing only its
+# types; the servers never import the load wing; only the emulator's own engine and the CLI import sim.
 MAY = {
     "hooks": {"hooks", "session", "perf", "judge", "night", "servers", "report", "load", "base"},
-    "cli": {"cli", "session", "perf", "judge", "night", "servers", "report", "load", "base", "sim", "correctness"},
-    "session": {"session", "perf", "judge", "night", "servers", "report", "load", "base", "correctness"},
-    "perf": {"perf", "judge", "servers", "load", "base", "correctness"},
+    "cli": {"cli", "session", "perf", "judge", "night", "servers", "report", "load", "base", "sim", "correctness",
+            "telemetry"},
+    "session": {"session", "perf", "judge", "night", "servers", "report", "load", "base", "correctness", "telemetry"},
+    "perf": {"perf", "judge", "servers", "load", "base", "correctness", "telemetry"},
     "report": {"report", "judge", "load", "base"},
-    "judge": {"judge", "load", "base", "correctness"},
+    "judge": {"judge", "load", "base", "correctness", "telemetry"},  # the power record, the emulator's hardware key
     "night": {"night", "judge", "base"},  # the books read verdicts and baselines; the judge never reads the books
     "load": {"load", "base"},
-    "servers": {"servers", "sim-engine", "base"},  # the engine registry names the emulator's engine
-    "sim-engine": {"servers", "base", "sim"},
+    "servers": {"servers", "sim-engine", "base", "telemetry"},  # the engine registry names the emulator's engine
+    "sim-engine": {"servers", "base", "sim", "telemetry"},
     "sim": {"sim", "base", "correctness"},  # the emulated model answers the generated questions
     "correctness": {"correctness", "base"},  # questions, grading, the canary rule, McNemar: no HTTP, no judge
+    "telemetry": {"telemetry", "base"},  # NVML's numbers: no verdicts, no HTTP, no server
+    "testing": {"testing", "base"},  # the tiny model: imported by the tests and the GPU checks, never by the plugin
     "base": {"base"},
 }
 NEVER = {  # wing -> modules of an allowed wing it still must not import

@@ -36,7 +36,7 @@ def _engine() -> LlamaCppEngine:
 
 @pytest.fixture(scope="module")
 def gguf_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pytest_glm5.tinymodel import write_gguf
+    from pytest_glm5.testing.tinymodel import write_gguf
 
     return write_gguf(tmp_path_factory.mktemp("model") / "tiny.gguf")
 
@@ -51,7 +51,7 @@ def llama_procs(model: Path) -> list[psutil.Process]:
 
 
 def test_tiny_model_is_deterministic(tmp_path: Path) -> None:
-    from pytest_glm5.tinymodel import write_gguf
+    from pytest_glm5.testing.tinymodel import write_gguf
 
     a = write_gguf(tmp_path / "a.gguf").read_bytes()
     assert a == write_gguf(tmp_path / "b.gguf").read_bytes() and len(a) < 2_000_000
@@ -199,7 +199,7 @@ def test_the_canary_holds_on_a_real_engine_and_catches_a_changed_model_file(pyte
                                                                              gguf_model: Path) -> None:
     # llama.cpp's greedy replies from one model file repeat launch after launch (the canary must not cry wolf on a
     # real engine); the same name over other weights answers differently and the run fails on it, whatever its speed.
-    from pytest_glm5.tinymodel import write_gguf
+    from pytest_glm5.testing.tinymodel import write_gguf
 
     _engine()
     model = pytester.path / "tiny.gguf"

@@ -182,7 +182,7 @@ def test_sm120_gating_by_nvml(pytester: pytest.Pytester, monkeypatch: pytest.Mon
 
 
 def test_hardware_key_from_fake_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from pytest_glm5 import telemetry
+    from pytest_glm5.telemetry import nvml as telemetry
 
     (tmp_path / "fake_nvml2.py").write_text(FAKE_NVML.format(
         gpus=[("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0))] * 8))

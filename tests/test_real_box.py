@@ -144,7 +144,7 @@ def test_teardown_waits_for_the_gpus_memory_and_says_when_it_is_not_back() -> No
     from types import ModuleType
     from typing import cast
 
-    from pytest_glm5.telemetry import wait_released
+    from pytest_glm5.telemetry.nvml import wait_released
 
     late = _DriverFreesLate(polls=3)
     assert wait_released(["GPU-a"], {4242}, 10, cast(ModuleType, late), poll_s=0.01) is None

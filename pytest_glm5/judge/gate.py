@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from ..configs import ServerConfig
-from ..energy import merged_power, power_change
 from ..load.types import BEHIND, BenchResult, Workload, trace_identity
 from ..metrics import (
     cdf_points,
@@ -20,11 +19,13 @@ from ..metrics import (
     requests_needed,
 )
 from ..settings import Settings, SettingsError, check_writable_dir
+from ..telemetry.energy import merged_power
 from ..textfiles import remove_stale_temps
 from . import carry, decide, family, held, slo
 from .baselines import BaselineError, BaselineStore, baseline_path, judge, model_key, read_once
 from .decide import Look, per_launch
 from .provenance import Provenance
+from .regime import power_change
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, order_ci
 from .variance import Spread, VarianceModel, variance_of
 from .verdicts import (

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..telemetry import sim_hardware_key
+from ..telemetry.nvml import sim_hardware_key
 
 VOLATILE_INFO_KEYS = {"port", "host", "startup_time", "status", "internal_states", "launch_command", "nccl_port",
                       "random_seed"}

@@ -23,7 +23,7 @@ from ..servers.builds import DEFAULT_BUILD, Build
 from ..servers.builds import describe as describe_build
 from ..servers.pool import ServerPool
 from ..servers.process import ServerError, ServerHandle
-from ..telemetry import Gpu
+from ..telemetry.nvml import Gpu
 from .answering import Answering
 from .measurement import Measured, Stability, check_stability, measure
 

@@ -7,14 +7,14 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ..energy import EnergyMeter
-from ..energy import Window as EnergyWindow
 from ..load import clock, servermetrics
 from ..load.client import PREFLIGHT_TIMEOUT_S, run_workload
 from ..load.types import BenchError, BenchResult, Unreachable, Workload
 from ..servers import forensics
 from ..servers.process import Progress, ServerHandle, http_get, process_state
-from ..telemetry import Sampler, load_nvml, power_samples
+from ..telemetry.energy import EnergyMeter
+from ..telemetry.energy import Window as EnergyWindow
+from ..telemetry.nvml import Sampler, load_nvml, power_samples
 
 READY_AGAIN_S = 30.0
 MEMORY_GROWTH_GB = 1.0  # more than this between the first and last quarter of a run is a leak, not noise

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from ..configs import ServerConfig
 from ..settings import Settings
-from ..telemetry import Gpu, describe, gpu_processes, hardware_key, inventory
+from ..telemetry.nvml import Gpu, describe, gpu_processes, hardware_key, inventory
 from .engines import EngineError
 from .engines.base import Engine, gpus_for
 from .leases import Device, LeaseBook, LeaseError, book_for, default_lease_dir, emulated, visible

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..configs import ServerConfig
 from ..settings import Settings
-from ..telemetry import wait_released
+from ..telemetry.nvml import wait_released
 from . import forensics
 from .builds import Build
 from .engines.base import Engine, EngineError, gpus_for

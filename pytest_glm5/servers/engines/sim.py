@@ -16,7 +16,7 @@ from ...configs import ServerConfig
 from ...sim.args import build_parser
 from ...sim.profile import DEFAULT_PROFILE, ProfileError, load_profile
 from ...spec import sglang as spec
-from ...telemetry import sim_hardware_key
+from ...telemetry.nvml import sim_hardware_key
 from .base import EngineError, Preflight, SpeaksSGLang
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from .names import key
+from ..names import key
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""What the tests and the GPU checks build on the spot: the tiny random-weight model (`tinymodel`)."""
