@@ -18,7 +18,7 @@ _PUBLIC = {
     "stop": "servers.process",
     "ServerPool": "servers.pool", "PoolSettings": "servers.pool",
     "Perf": "perf.fixture", "PerfContext": "perf.fixture", "bench": "perf.fixture",
-    "PerfGate": "judge.gate", "GateError": "judge.gate",
+    "PerfGate": "judge.gate", "GateError": "judge.references",
     "Verdict": "judge.baselines", "BaselineStore": "judge.baselines", "BaselineError": "judge.baselines",
     "Provenance": "judge.provenance", "Slo": "judge.slo",
     "Settings": "settings", "SettingsError": "settings",

@@ -18,9 +18,10 @@ from typing import Any
 from .configs import ConfigError, ServerConfig, load_configs
 from .correctness.answers import AnswersError
 from .judge.baselines import BaselineStore, store_of
-from .judge.gate import GateError, PerfGate, Reference, Statistics, check_stores, references_of, versus_all
+from .judge.gate import PerfGate, Reference, Statistics, references_of, versus_all
 from .judge.merge import Merged, decided, join, update
 from .judge.provenance import git_commit
+from .judge.references import GateError, check_stores
 from .judge.verdicts import Change, Kind, Verdict, run_document
 from .night.plan import Checks, ConfigCost, Night, config_cost
 from .night.schedule import for_suite
@@ -299,9 +300,8 @@ class Glm5Session:
             self.answering.check_files(wanted)
         except (GateError, AnswersError) as exc:
             raise RunError(f"glm5: {exc}") from None
-        if self.worker is None:
-            for line in files:
-                self.say(f"glm5: {line}")
+        for line in files if self.worker is None else []:  # the controller says it once
+            self.say(f"glm5: {line}")
 
     def _take_shard(self, items: Sequence[TestItem]) -> list[TestItem]:
         """This shard's tests (scaleout.shard_of splits by config, the same on every machine)."""
@@ -441,7 +441,7 @@ class Glm5Session:
             results=[{"config": c, "scenario": sc, "runs": [r.to_dict() for r in rs]}
                      for (c, sc), rs in (gate.results if gate else {}).items()],
             events=[(e.config, e.message) for e in pool.events] if pool is not None else [],
-            statistics={**gate.statistics.to_dict(), "variance": gate.models()} if gate is not None else None)
+            statistics={**gate.statistics.to_dict(), "variance": gate.book.models()} if gate is not None else None)
 
     def document(self, view: Merged, changes: Sequence[Change] = ()) -> dict[str, Any]:
         """The run document every output is rendered from (with the outcome, once it is decided)."""

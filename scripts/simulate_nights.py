@@ -195,7 +195,8 @@ def night(box: Box, costs: Sequence[ConfigCost], configs: Mapping[str, ServerCon
     plan.make_plan(list(costs))
     plan.tonight(tonight, {})
     gate = PerfGate(ROOT, statistics=Statistics(alpha=alpha), history=lambda hw, model: runs)
-    gate.variance[baseline_path(ROOT, HARDWARE, MODEL)] = pooled(refs, runs) if model else VarianceModel({}, {}, None)
+    gate.book.variance[baseline_path(ROOT, HARDWARE, MODEL)] = pooled(refs, runs) if model else \
+        VarianceModel({}, {}, None)
     launches = rounds = 0
     by_name = {c.config: c for c in costs}
     for cost in (by_name[n] for n in tonight.order(list(by_name))):

@@ -297,7 +297,7 @@ def test_an_emulator_behind_its_model_judges_no_slo_attainment_either(tmp_path: 
                                             "tolerance_why = 'hand-set'\n")
     prov = Provenance("hw", "/models/m", "c0", "sim", "h")
     gate = PerfGate(tmp_path)
-    path, store = gate.store("hw", "/models/m")
+    path, store = gate.book.store("hw", "/models/m")
     for behind, verdict in ((None, "regression"), ("the emulator fell behind its own model", "emulator-bound")):
         [v] = gate._judge("t", "c16", {"slo_attainment": [0.5]}, ["l1"], [""], store, path, prov, gate.look(1),
                           behind).verdicts
@@ -313,7 +313,7 @@ def test_a_new_series_measured_behind_its_model_is_emulator_bound_and_never_reco
 
     prov = Provenance("hw", "/models/m", "c0", "sim", "h")
     gate = PerfGate(tmp_path)
-    path, store = gate.store("hw", "/models/m")
+    path, store = gate.book.store("hw", "/models/m")
     for behind, verdict in ((None, "new"), ("the emulator fell behind its own model", "emulator-bound")):
         [v] = gate._judge("t", "c1024", {"p99_ttft_ms": [120.0, 130.0]}, ["l1", "l2"], ["", ""], store, path, prov,
                           gate.look(2), behind).verdicts
@@ -324,6 +324,7 @@ def test_a_new_series_measured_behind_its_model_is_emulator_bound_and_never_reco
 def test_a_busy_client_never_hides_a_workload_drift(tmp_path: Path) -> None:
     # CI, beside a busy worker: a drifted chat point's mean TTFT read client-bound instead of workload drift; were
     # every figure of the point client-bound, the drift (which fails the run) would not have been said at all.
+    from pytest_glm5.judge import admission
     from pytest_glm5.judge.gate import PerfGate
     from pytest_glm5.judge.provenance import Provenance
 
@@ -333,7 +334,7 @@ def test_a_busy_client_never_hides_a_workload_drift(tmp_path: Path) -> None:
         "workload = { input_len = 64, thinking = true, observed = { reasoning_tokens = 48.0 } }\n")
     prov = Provenance("hw", "/models/m", "c0", "sim", "h", workload={"input_len": 64, "thinking": True})
     gate = PerfGate(tmp_path)
-    path, store = gate.store("hw", "/models/m")
+    path, store = gate.book.store("hw", "/models/m")
 
     def busy(metric: str, tolerance: float) -> str:
         return "client-bound: the load client was kept from its CPU"
@@ -341,8 +342,9 @@ def test_a_busy_client_never_hides_a_workload_drift(tmp_path: Path) -> None:
     for seen, verdict in (({"reasoning_tokens": 36.0}, "workload drift"), ({"reasoning_tokens": 47.0}, "client-bound"),
                           ({"reasoning_tokens": 47.0, "arrival_rate": 5.0, "arrival_rate_asked": 10.0},
                            "client-bound")):  # what a busy client holds back stays the client's
+        ev = admission.Evidence(client=busy, observed=seen, asked=prov.workload)
         [v] = gate._judge("t", "chat", {"mean_ttft_ms": [10.0]}, ["l1"], [""], store, path, prov, gate.look(1),
-                          None, client=busy, observed=seen).verdicts
+                          None, ev).verdicts
         assert v.verdict == verdict, (seen, v.line())
 
 

@@ -249,6 +249,20 @@ def carried(alone: Verdict, prior: Prior, rejudge: Callable[[list[float], Look],
     return _suspect(v)
 
 
+def wants_launch(v: Verdict, carries: bool) -> bool:
+    """Whether another launch tonight may decide this verdict: a regression seen on one launch, or a series left
+    unresolved that tonight's looks can still settle (a futile one's note says what would). With a history
+    (`carries`) only a drop beyond the tolerance: a series within it waits for its config's next night (that launch
+    comes anyway), a drop is confirmed or cleared tonight while the budget allows."""
+    if not v.stat:
+        return False
+    if v.verdict == Kind.REGRESSION:
+        return int(v.stat.get("n_new", len(v.launches))) < 2
+    if v.verdict != Kind.UNRESOLVED or v.stat.get("futile"):
+        return False
+    return not carries or -float(v.stat.get("gain", 0.0)) > float(v.stat.get("tolerance", 0.0))
+
+
 def _suspect(v: Verdict) -> Verdict:
     """One launch cannot confirm a drop (a slow launch moves every metric of a config): a drop beyond the tolerance
     on one launch that is likely (p below SUSPECT_P) is a suspect, unresolved, which more launches confirm or

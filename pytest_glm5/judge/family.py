@@ -197,6 +197,16 @@ def _by_config(alone: Sequence[Verdict], judged: Sequence[int], worse: bool, q: 
     return out
 
 
+def confirms(others: Sequence[Verdict], out: Sequence[Verdict], q: float) -> bool:
+    """Whether the run-wide decision as it stands (`family` over the other verdicts judged so far and `out`)
+    confirms each regression among `out`: rounds follow the family decision, not each series' own test."""
+    mine = {(v.config, v.scenario, v.metric) for v in out if v.verdict == Kind.REGRESSION and v.stat}
+    if not mine:
+        return True
+    decided = family([*others, *out], q)
+    return all(v.verdict == Kind.REGRESSION for v in decided.verdicts if (v.config, v.scenario, v.metric) in mine)
+
+
 def family(verdicts: Sequence[Verdict], q: float) -> Family:
     """The run's family decision at q: a config is one hypothesis (its series share every launch), tested by the
     Cauchy combination of its series' p-values, Holm across the configs (any false regression at most q a night,

@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..metrics import RequestTiming
+from .admission import JUDGED
+from .verdicts import Kind, Test, Verdict
 
 # scipy.stats is imported in the functions that use it: it costs about 0.45 s, which a collection, a plan, a
 # usage error or `glm5 --help` never needs.
@@ -216,6 +218,22 @@ def missed_beyond_doubt(reference: float, launches: Sequence[Attainment], alpha:
     return (f"the reference met the SLO ({reference * 100:.1f}%) and every launch tonight misses it beyond doubt "
             f"(exact upper bound {max(uppers) * 100:.1f}% < {slo.target * 100:g}% at {(1 - alpha) * 100:g}%): "
             f"{launches[-1].line()}")
+
+
+def judge_attainment(verdicts: Sequence[Verdict], tonight: Sequence[Attainment], complete: bool,
+                     alpha: float) -> None:
+    """An SLO attainment that the reference met and every launch tonight misses beyond doubt is a regression on
+    exact binomial bounds, whatever a t-test over identical reference launches left open; one below its floor but
+    not beyond doubt is unresolved (changed in place). `complete`: every launch has its attainment."""
+    for v in verdicts:
+        if v.metric != ATTAINMENT or v.bound is None or v.verdict not in JUDGED or not complete or not tonight:
+            continue
+        why = missed_beyond_doubt(v.bound.value, tonight, alpha)
+        if why is not None:
+            v.verdict, v.note, v.stat, v.alone = Kind.REGRESSION, why, Test(), None
+        elif v.verdict == Kind.REGRESSION:
+            v.verdict, v.note = Kind.UNRESOLVED, ("below its floor, but not beyond doubt on exact bounds (the SLO "
+                                                  "is missed beyond doubt or not at all): " + tonight[-1].line())
 
 
 def requests_of(records: Sequence[RequestTiming]) -> list[Request]:

@@ -100,7 +100,7 @@ class Bound:
     launches: tuple[float, ...] = ()  # reference values, one per server launch (< 2: provisional)
     target: float | None = None  # where the work is heading (shown, never judged)
     cdf: tuple[float, ...] = ()  # the recorded distribution (TTFT or ITL ms at 0, 5, ... 100%), drawn on the page
-    power: dict[str, float] | None = None  # the GPUs' power regime when it was recorded (energy.Window.power)
+    power: dict[str, float] | None = None  # the GPUs' power regime when it was recorded (telemetry/energy.Window.power)
     build: str = ""  # the build it was recorded with (its provenance), where the file says
 
     @property

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from ..configs import ServerConfig
-from ..judge.gate import Checked, GateError, PerfGate
+from ..judge.gate import Checked, PerfGate
 from ..judge.provenance import HardwareError, Provenance, args_hash, git_commit, hardware_for
+from ..judge.references import GateError
 from ..judge.slo import ATTAINMENT, CAPACITY, Attainment, Capacity, Slo, attainment, capacity, needed, requests_of
 from ..judge.verdicts import Kind
 from ..load import trace
@@ -391,7 +392,7 @@ class Perf:
         plan = self.plans.get(scenario)
         ctx = self.ctx
         wants_rounds = checked.undecided or ctx.launches > 1 or ab or ctx.recording
-        if wants_rounds and ctx.recording and ctx.launches <= 1 and not ab and gate.reference_full(
+        if wants_rounds and ctx.recording and ctx.launches <= 1 and not ab and gate.book.reference_full(
                 self.config, scenario, metrics, ctx.provenance(self.server), RECORDING_CAP):
             # Recording: no launch of this run can record a larger reference, so none is spent on it.
             wants_rounds = False
