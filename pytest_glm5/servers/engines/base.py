@@ -155,6 +155,14 @@ def gpus_for(engine: Engine, cfg: ServerConfig, total: int) -> tuple[int, str]:
     return total, f"{engine.name} flags do not say; every GPU unless the config sets gpus"
 
 
+class SpeaksOpenAI(Engine):
+    """A third-party engine on the OpenAI-compatible API (llama.cpp's llama-server, `transformers serve`): the load
+    client's openai protocol and a /health that answers once the model is loaded."""
+
+    protocol = "openai"
+    ready_paths = ("/health",)
+
+
 class SpeaksSGLang(Engine):
     """An engine that speaks SGLang 0.5.23: its fatal and compiling log lines, its info and readiness paths (the
     real server and the emulator alike)."""

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ...configs import ServerConfig
-from .base import Engine, Preflight, python_says
+from .base import Preflight, SpeaksOpenAI, python_says
 
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     ("load-failed", r"failed to load model|error loading model|llama_model_load: error"),
@@ -32,12 +32,10 @@ def binary_path() -> str:
                        "README), or set GLM5_LLAMA_SERVER to a llama-server binary")
 
 
-class LlamaCppEngine(Engine):
+class LlamaCppEngine(SpeaksOpenAI):
     """`llama-server -m MODEL.gguf -np SLOTS -c SLOTS*SLOT_TOKENS -t THREADS --metrics` on 127.0.0.1."""
 
     name = "llamacpp"
-    protocol = "openai"
-    ready_paths = ("/health",)
     info_path = "/props"
     fatal_patterns = FATAL_PATTERNS
 

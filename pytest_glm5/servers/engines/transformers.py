@@ -8,7 +8,7 @@ import shutil
 import sys
 
 from ...configs import ServerConfig
-from .base import Engine, EngineError, Preflight, python_says
+from .base import EngineError, Preflight, SpeaksOpenAI, python_says
 
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     ("cuda-oom", r"CUDA out of memory|OutOfMemoryError"),
@@ -17,12 +17,10 @@ FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
-class TransformersEngine(Engine):
+class TransformersEngine(SpeaksOpenAI):
     """`transformers serve MODEL_DIR --continuous-batching` with bounded cache flags from the config."""
 
     name = "transformers"
-    protocol = "openai"
-    ready_paths = ("/health",)
     info_path = "/v1/models"
     fatal_patterns = FATAL_PATTERNS
 
