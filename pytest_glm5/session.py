@@ -19,7 +19,7 @@ from .configs import ConfigError, ServerConfig, load_configs
 from .correctness.answers import AnswersError
 from .judge.baselines import BaselineStore, store_of
 from .judge.gate import PerfGate, Reference, Statistics, references_of, versus_all
-from .judge.merge import Merged, decided, join, update
+from .judge.merge import Merged, join, update
 from .judge.provenance import git_commit
 from .judge.references import GateError, check_stores
 from .judge.verdicts import Change, Kind, Verdict, run_document
@@ -27,10 +27,11 @@ from .night.plan import Checks, ConfigCost, Night, config_cost
 from .night.schedule import for_suite
 from .perf.answering import Answering
 from .perf.fixture import PerfContext, rounds
-from .report import exports, gateitems
+from .report import exports
+from .report.finish import Finished, finish
 from .report.history import Reader
-from .report.outcome import Facts, Outcome, Tally, decide, nothing_measured
-from .report.outputs import Outputs, Written, write_all
+from .report.outcome import Facts, Outcome, Tally, nothing_measured
+from .report.outputs import Outputs
 from .report.terminal import Summary, TerminalProgress
 from .scaleout import shard_of
 from .servers.builds import Build, identity, load_builds
@@ -114,8 +115,7 @@ class Glm5Session:
         self.worker_docs: list[dict[str, Any]] | None = None  # xdist's controller: what each worker sent
         self.handed_over = False  # an xdist worker gave its run to the controller
         self.view: Merged | None = None
-        self.changes: tuple[list[Change], list[str]] = ([], [])
-        self.written: Written | None = None
+        self.finished: Finished | None = None  # what the finish decided, recorded and wrote
         self.errors: list[str] = []
         self.regressed: list[Verdict] = []  # the gate's failed items: confirmed regressions and provisional ones
         self.night = Night.from_settings(settings)  # the plan, the budget and what launches cost here
@@ -443,11 +443,13 @@ class Glm5Session:
             events=[(e.config, e.message) for e in pool.events] if pool is not None else [],
             statistics={**gate.statistics.to_dict(), "variance": gate.book.models()} if gate is not None else None)
 
-    def document(self, view: Merged, changes: Sequence[Change] = ()) -> dict[str, Any]:
+    def document(self, view: Merged, changes: Sequence[Change] = (), outcome: Outcome | None = None
+                 ) -> dict[str, Any]:
         """The run document every output is rendered from (with the outcome, once it is decided)."""
         doc = run_document(view.servers, view.verdicts, changes, view.results, view.versus, view.statistics,
                            self.meta(view.verdicts), view.problems, view.known_issues, view.events)
-        return {**doc, "outcome": self.outcome.to_dict()} if self.outcome is not None else doc
+        outcome = outcome or self.outcome
+        return {**doc, "outcome": outcome.to_dict()} if outcome is not None else doc
 
     def worker_doc(self) -> str | None:
         """An xdist worker's run before the family decision (the controller's, once); None: it ran no config test."""
@@ -480,54 +482,52 @@ class Glm5Session:
                 self.night.not_run.update(told.get("not_run") or {})
         else:
             view = self.live()
-        self.view = decided(view, s.alpha)
-        self.night.price(self.view.verdicts)
-        self.regressed = gateitems.regressions(self.view.verdicts, self.view.confirmed)
-        if s.update_baselines and self.view.verdicts:
-            self.changes = update(s.baselines_root, self.answering.recordable(self.view.verdicts), s.update_baselines)
-            self.errors += self.changes[1]  # asked to record, could not: not a green run
-            if not s.ab:
-                self.record_costs()
-        self.outcome = self.decide(failed_tests, interrupted)
         if bench_json and not bench_saved:
             self.outputs.benchmark_json = Path(bench_json)
-        if self.outputs.any and not collect_only:  # --collect-only measured nothing to report
-            self.written = write_all(self.document(self.view, self.changes[0]), self.outputs)
-            if self.written.errors:  # asked for an output, did not get it: the terminal and the exit say so
-                self.errors += self.written.errors
-                self.outcome = self.decide(failed_tests, interrupted)
-        return self.view.confirmed, self.outcome.failed
+        done = finish(view, s.alpha, lambda v, regressed, errs: self.facts(failed_tests, interrupted, regressed, errs),
+                      self.document, None if collect_only else self.outputs,  # --collect-only measured nothing
+                      record=self._record if s.update_baselines else None, decided_hook=self._decided)
+        self.finished, self.outcome, self.regressed = done, done.outcome, done.regressed
+        self.errors += done.errors  # asked to record or to write, could not: not a green run
+        return done.view.confirmed, self.outcome.failed
 
-    def decide(self, failed_tests: int, interrupted: bool) -> Outcome:
-        """The run's outcome from what it did (report/outcome.py decides)."""
+    def _decided(self, view: Merged) -> None:  # before anything is recorded: kept, and the night prices its launches
+        self.view = view
+        self.night.price(view.verdicts)
+
+    def facts(self, failed_tests: int, interrupted: bool, regressed: list[Verdict], errors: Sequence[str]) -> Facts:
+        """What the run's outcome is decided from (report/outcome.py decides): `errors`, those of the finish so far."""
         view = self.view
         known = frozenset(n for n, c in (self._configs or {}).items() if c.known_issue)
         launched = self.pool is not None and bool(self.pool.load_s)
         idle = not (self.tally.ran or launched or (view is not None and (view.verdicts or view.problems)))
         # pytest counted its failures before the gate's items (the regressions, said apart) were emitted.
-        return decide(Facts(
-            verdicts=view.verdicts if view else [], regressed=self.regressed, problems=view.problems if view else {},
-            known=known, failed_tests=failed_tests, errors=self.errors + self.answering.errors,
+        return Facts(
+            verdicts=view.verdicts if view else [], regressed=regressed, problems=view.problems if view else {},
+            known=known, failed_tests=failed_tests, errors=[*self.errors, *errors, *self.answering.errors],
             not_run=dict(self.night.not_run), unfinished=list(self.tally.unfinished), nothing_measured=nothing_measured(
                 self.tally.config_tests, self.tally.gpu_skipped, self.night.not_run, list(self.gated_markers))
             if idle else None,
             require=self.settings.require_baselines, interrupted=interrupted, unchecked=self.answering.unchecked(),
-            coverage=self.answering.coverage()))
+            coverage=self.answering.coverage())
 
-    def record_costs(self) -> None:
-        """With the baselines: what a launch of each config measured here cost, into the baselines file of its
-        hardware and model (the night computes and writes it)."""
+    def _record(self, verdicts: Sequence[Verdict]) -> tuple[list[Change], list[str]]:
+        """--update-baselines: the recordable verdicts, and what each config's launch cost here (not for an A/B)."""
+        out = update(self.settings.baselines_root, self.answering.recordable(list(verdicts)),
+                     str(self.settings.update_baselines))  # asked for: new or all
+        if self.settings.ab:
+            return out
         where: dict[str, tuple[Path, float | None]] = {}
-        wrong = {v.config for v in (self.view.verdicts if self.view else []) if v.verdict == Kind.INVALID}
+        wrong = {v.config for v in verdicts if v.verdict == Kind.INVALID}
         for name in set(self.night.measure_s) - wrong:  # a build that answers wrong records nothing, costs included
             cfg = (self._configs or {}).get(name)
             found = self._store_of(cfg) if cfg is not None else None
             if cfg is not None and found is not None:
                 modeled = self.engine_for(cfg).modeled_load(cfg)
                 where[name] = (found[0], modeled[0] if modeled is not None else None)
-        self.errors += self.night.record(where, self.pool.load_s if self.pool is not None else {},
-                                         self.settings.sim_time_scale, git_commit(self.settings.rootdir),
-                                         self.settings.build_name, self.answering.times())
+        return out[0], [*out[1], *self.night.record(where, self.pool.load_s if self.pool is not None else {},
+                                                     self.settings.sim_time_scale, git_commit(self.settings.rootdir),
+                                                     self.settings.build_name, self.answering.times())]
 
     def benchmarks(self) -> list[dict[str, Any]]:
         """This run's results as pytest-benchmark entries (for its --benchmark-json of a run with its own)."""
@@ -536,15 +536,15 @@ class Glm5Session:
         return list(exports.pytest_benchmark(self.document(self.live()))["benchmarks"])
 
     def summary(self, tr: Any) -> None:
-        """What the pools did, the verdict table, what was written, and the outcome last (report/terminal.Summary
-        displays it)."""
-        if self.view is None or self.outcome is None:
+        """What the pools did, the verdicts, what was written, the outcome last (report/terminal.Summary shows it)."""
+        done = self.finished
+        if self.view is None or self.outcome is None or done is None:
             return
         took = (dt.datetime.now(dt.UTC) - self.started).total_seconds()
-        Summary(self.view, self.outcome, self.changes[0], self.errors, self.settings.update_baselines,
+        Summary(self.view, self.outcome, done.changes, self.errors, self.settings.update_baselines,
                 self.settings.alpha, show=bool(self.tally.config_tests or self.tally.unfinished),
-                not_run=self.night.not_run,
-                unfinished=self.tally.unfinished, written=self.written, costs_written=self.night.recorded,
+                not_run=self.night.not_run, unfinished=self.tally.unfinished,
+                written=done.written, costs_written=self.night.recorded,
                 said=[*(self.context.said if self.context is not None else []), *self.answering.recorded],
                 spent=self.night.spent_lines(self.pool.load_s if self.pool is not None else {}, took),
                 gpus=describe(self.machine.gpus()), answers=self.answering.lines()).display(tr)

@@ -233,10 +233,12 @@ def night(box: Box, costs: Sequence[ConfigCost], configs: Mapping[str, ServerCon
     # Each series alone (--alone): the run's decision without Benjamini-Hochberg, to show what the family costs.
     decided = replace(run, verdicts=decide.against_the_night(run.verdicts)) if alone else merge.decided(run, alpha)
     line = {"time": today.isoformat(), "build": build, "hardware": HARDWARE, "model": MODEL,
-            "launched": list(tonight.run),
+            # What the session's history line keeps (night/plan.py meta): the configs whose launch the budget began,
+            # not the configs picked (one whose time tonight's rounds took did not run, and is due again).
+            "launched": sorted(plan.tests_run),
             "series": [series_entry(verdict_doc(v)) for v in decided.verdicts]}
     runs.append(line)
-    return Night(list(tonight.run), launches, plan.budget.charged if plan.budget else 0.0,
+    return Night(sorted(plan.tests_run), launches, plan.budget.charged if plan.budget else 0.0,
                  {**{(v.config, v.scenario, v.metric): str(v.verdict) for v in decided.verdicts},
                   **{(v.config, v.scenario, f"{v.metric} vs {v.stat.get('compare_to')}"): str(v.verdict)
                      for v in decided.versus}},

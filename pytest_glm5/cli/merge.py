@@ -9,12 +9,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..settings import parse_alpha
 from .args import checked
 
 if TYPE_CHECKING:
+    from ..judge.merge import Merged
+    from ..judge.verdicts import Change, Verdict
+    from ..report.outcome import Facts, Outcome
     from ..report.outputs import Outputs
 
 
@@ -51,12 +54,11 @@ def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float
     as one run, baselines updated once, every output written once. ReportError or ConfigError says what is wrong."""
     from ..configs import load_configs
     from ..judge.gate import Statistics, references_of, versus_all
-    from ..judge.merge import MergeError, coverage, decided, join, update
+    from ..judge.merge import MergeError, coverage, join, update
     from ..judge.verdicts import ReportError, read_report, run_document
-    from ..report import gateitems
+    from ..report.finish import finish
     from ..report.history import run_ids
-    from ..report.outcome import Facts, decide
-    from ..report.outputs import write_all
+    from ..report.outcome import Facts
     from ..report.terminal import campaign_lines, summary_lines, verdict_table
 
     docs = [read_report(p) for p in paths]
@@ -72,27 +74,28 @@ def merge_reports(paths: Sequence[Path], configs_path: Path | None, alpha: float
         configs = load_configs(configs_path)
         statistics = Statistics(alpha=a, effect=float(stats.get("effect") or 0.05))
         view.versus = versus_all(view.verdicts, references_of(configs), statistics)
-    view = decided(view, a)
-    changes, errors = update(baselines, view.verdicts, update_mode) if update_mode else ([], [])
     first = docs[0].get("run") or {} if docs else {}
     run = {**first, "time": first.get("time") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
            "merged_from": names, "run_ids": [i for d in docs for i in run_ids(d.get("run") or {})]}
     run.pop("shard", None)
-    doc = run_document(view.servers, view.verdicts, changes, view.results, view.versus, view.statistics, run,
-                       view.problems, view.known_issues, view.events)
-    outcome = decide(Facts(verdicts=view.verdicts, regressed=gateitems.regressions(view.verdicts, view.confirmed),
-                           problems=view.problems, known=frozenset(view.known_issues), errors=errors))
-    doc["outcome"] = outcome.to_dict()
-    written = write_all(doc, outputs)
-    if written.errors:
-        outcome = decide(Facts(verdicts=view.verdicts, regressed=gateitems.regressions(view.verdicts, view.confirmed),
-                               problems=view.problems, known=frozenset(view.known_issues),
-                               errors=[*errors, *written.errors]))
+
+    def facts(v: Merged, regressed: list[Verdict], errs: list[str]) -> Facts:
+        return Facts(verdicts=v.verdicts, regressed=regressed, problems=v.problems, known=frozenset(v.known_issues),
+                     errors=errs)
+
+    def document(v: Merged, changes: Sequence[Change], outcome: Outcome) -> dict[str, Any]:
+        return {**run_document(v.servers, v.verdicts, changes, v.results, v.versus, v.statistics, run, v.problems,
+                               v.known_issues, v.events), "outcome": outcome.to_dict()}
+
+    done = finish(view, a, facts, document, outputs,
+                  record=(lambda vs: update(baselines, vs, update_mode)) if update_mode else None)
+    view = done.view
     lines = [*verdict_table(view.verdicts),
-             *summary_lines(view.verdicts, changes, update_mode, view.problems, [*errors, *written.errors],
+             *summary_lines(view.verdicts, done.changes, update_mode, view.problems, done.errors,
                             view.family_size, a),
-             *campaign_lines(view.versus), *(f"glm5 {line}" for line in written.lines), outcome.line]
-    return MergeOutcome(lines, outcome.failed, [*errors, *written.errors])
+             *campaign_lines(view.versus), *(f"glm5 {line}" for line in (done.written.lines if done.written else [])),
+             done.outcome.line]
+    return MergeOutcome(lines, done.outcome.failed, done.errors)
 
 
 def run(ns: argparse.Namespace) -> int:
