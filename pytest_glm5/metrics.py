@@ -159,6 +159,20 @@ class RequestTiming:
     queued: float = 0.0  # open loop: seconds from its scheduled send to a free slot under the in-flight cap
 
 
+def request_ms(records: Sequence[RequestTiming], family: str) -> list[float]:
+    """The values (ms) a TTFT, ITL or end-to-end figure is taken over, in record order: one a successful request
+    (ITL: every gap between its tokens); empty for the other families. The one conversion of per-request times.
+
+        >>> ok = RequestTiming(0.0, 8, success=True, ttft=0.25, latency=1.0, itl=[0.5, 0.25])
+        >>> request_ms([ok, RequestTiming(0.0, 8)], "ttft"), request_ms([ok], "itl"), request_ms([ok], "tpot")
+        ([250.0], [500.0, 250.0], [])
+    """
+    if family == "itl":
+        return [g * 1000.0 for r in records if r.success for g in r.itl]
+    name = {"ttft": "ttft", "e2e": "latency"}.get(family)
+    return [getattr(r, name) * 1000.0 for r in records if r.success] if name else []
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile, identical to numpy.percentile's default method."""
     return _quantile_sorted(sorted(values), q)

@@ -95,7 +95,7 @@ def test_shown_command_runs(where: str, command: str, tmp_path: Path) -> None:
 def test_docstrings_quote_what_their_code_prints() -> None:
     import doctest
 
-    from pytest_glm5 import names
+    from pytest_glm5 import metrics, names
     from pytest_glm5.correctness import canary
     from pytest_glm5.judge import family, regime, stats, variance
     from pytest_glm5.load import clock, trace
@@ -103,7 +103,7 @@ def test_docstrings_quote_what_their_code_prints() -> None:
     from pytest_glm5.sim import answers
     from pytest_glm5.telemetry import energy
 
-    for module in (energy, regime, plan, stats, variance, family, names, trace, clock, canary, answers):
+    for module in (energy, regime, metrics, plan, stats, variance, family, names, trace, clock, canary, answers):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
 

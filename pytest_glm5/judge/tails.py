@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..load.types import BenchResult
-from ..metrics import cdf_points, latency_family, percentile, quantile_of, requests_needed
+from ..metrics import cdf_points, latency_family, percentile, quantile_of, request_ms, requests_needed
 from .stats import order_ci
 from .verdicts import NOT_JUDGED, Kind, Verdict
 
@@ -22,7 +22,7 @@ def judge_tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> 
 
     def values(family: str) -> list[float]:
         if family not in pooled:
-            pooled[family] = sorted(x for r in results for x in _latencies(r, family))
+            pooled[family] = sorted(x for r in results for x in request_ms(r.records, family))
         return pooled[family]
 
     for v in verdicts:
@@ -60,12 +60,3 @@ def judge_tails(verdicts: Sequence[Verdict], results: Sequence[BenchResult]) -> 
         v.spread = {**v.spread, ("gaps" if itl else "requests"): len(pool),
                     **({"pooled": round(percentile(pool, q * 100), 4),
                         "order_ci95": [round(ci[0], 4), round(ci[1], 4)]} if ci is not None else {})}
-
-
-def _latencies(r: BenchResult, family: str) -> list[float]:
-    """The values (ms) a TTFT, ITL or end-to-end percentile is taken over: a request each, every gap between tokens
-    for ITL; empty for the other families."""
-    if family == "itl":
-        return [g * 1000.0 for x in r.records if x.success for g in x.itl]
-    field = {"ttft": "ttft", "e2e": "latency"}.get(family)
-    return [getattr(x, field) * 1000.0 for x in r.records if x.success] if field else []

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..metrics import RequestTiming, percentile
+from ..metrics import CDF_POINTS, RequestTiming, cdf_points, request_ms
 from .clientload import ClientLoad
 
 # sglang: native /generate; openai: /v1/completions; chat: /v1/chat/completions (the chat template, thinking).
@@ -230,14 +230,10 @@ class BenchResult:
         """Requests of the measured window that did not complete."""
         return int(self.metrics.get("failed", 0))
 
-    def distributions(self, points: int = 41) -> dict[str, list[float]]:
-        """TTFT and ITL in ms at evenly spaced quantiles (0, 2.5, ... 100%): a CDF small enough for every report."""
-        ok = [r for r in self.records if r.success]
-        ttft = [r.ttft * 1000 for r in ok]
-        itl = [x * 1000 for r in ok for x in r.itl]
-        qs = [100 * i / (points - 1) for i in range(points)]
-        return {name: [round(percentile(vals, q), 4) for q in qs] if vals else []
-                for name, vals in (("ttft_ms", ttft), ("itl_ms", itl))}
+    def distributions(self, points: int = CDF_POINTS) -> dict[str, list[float]]:
+        """TTFT and ITL in ms at evenly spaced quantiles (0, 5, ... 100%): a CDF small enough for every report, at
+        the resolution a reference records its own (metrics.cdf_points)."""
+        return {f"{name}_ms": cdf_points(request_ms(self.records, name), points) for name in ("ttft", "itl")}
 
     def to_dict(self, details: bool = False) -> dict[str, Any]:
         """A JSON-ready record: workload, metrics, errors and /server_info (per-request data if asked)."""
