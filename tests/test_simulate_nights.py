@@ -67,3 +67,25 @@ def test_unchanged_histories_names_a_night_that_ran_to_no_outcome(tmp_path: Path
     assert p.stdout.rstrip().endswith("0 confirmed regressions on unchanged builds, 1 night that did not run to an "
                                       "outcome"), p.stdout
     assert (tmp_path / "noise0.02-h1" / "night1" / "output.txt").is_file()
+
+
+@pytest.mark.slow
+def test_the_verdict_digest_is_the_same_run_to_run_and_moves_with_a_judge_change(monkeypatch: pytest.MonkeyPatch
+                                                                                 ) -> None:
+    # scripts/verdict_digest.py is how a refactor of the judge shows it changed no verdict (docs/testing.md): the
+    # same checkout must give the same verdicts, and a changed rule must show.
+    import importlib.util
+
+    from pytest_glm5.judge import decide
+
+    spec = importlib.util.spec_from_file_location("verdict_digest", ROOT / "scripts" / "verdict_digest.py")
+    assert spec is not None and spec.loader is not None
+    digest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(digest)
+    once = digest.verdicts(ROOT, range(1, 2), 3)
+    assert once == digest.verdicts(ROOT, range(1, 2), 3)
+    assert sum(len(night) for h in once.values() for night in h) > 500
+    monkeypatch.setattr(decide, "SUSPECT_P", 1.0)  # a one-launch drop beyond the tolerance is a suspect at any p
+    monkeypatch.setattr(decide, "SUSPECT_LAUNCHES", 5)
+    monkeypatch.setattr(decide, "AFFORDABLE_LAUNCHES", 1)
+    assert digest.verdicts(ROOT, range(1, 2), 3) != once
