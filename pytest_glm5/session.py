@@ -340,7 +340,7 @@ class Glm5Session:
         s = self.settings
         self.context = PerfContext(pool, gate, s.rootdir, hardware=s.hardware, repeats=s.repeats,
                                    gpus=self.machine.visible_gpus, nvml_key=self.machine.nvml_key, builds=self.builds,
-                                   build=s.build_name, launches=s.launches, answering=self.answering,
+                                   build=s.build_name, answering=self.answering,
                                    budget=self.round_allowed, recording=bool(s.update_baselines) and not s.ab)
         return self.context
 

@@ -84,11 +84,29 @@ class Statistics:
     max_repeats: int | None = None  # new launches (nightly, default 5) or launches per arm (A/B, default 8)
     ab: tuple[str, str] | None = None
     lag_limit: float = BEHIND  # an emulator behind its model for more of the run than this measured the host
+    launches: int = 1  # --glm5-launches: the launches every config gets before any round
 
     @classmethod
     def from_settings(cls, s: Settings) -> Statistics:
-        """--glm5-alpha, --glm5-effect, --glm5-max-repeats and --glm5-ab."""
-        return cls(alpha=s.alpha, effect=s.effect, max_repeats=s.max_repeats, ab=s.ab)
+        """--glm5-alpha, --glm5-effect, --glm5-max-repeats, --glm5-ab and --glm5-launches."""
+        return cls(alpha=s.alpha, effect=s.effect, max_repeats=s.max_repeats, ab=s.ab, launches=s.launches)
+
+    # The one launch count rule, read by the plan (night/plan.py), the rounds (perf/fixture.py) and the looks.
+    @property
+    def planned(self) -> int:
+        """The launches every config gets: --glm5-launches, or one ABBA block (4) under --glm5-ab."""
+        return 4 if self.ab else self.launches
+
+    @property
+    def most(self) -> int:
+        """The launches a config may get tonight, rounds included: --glm5-max-repeats new launches (default 5), or
+        under --glm5-ab that many a arm (default 8), both arms."""
+        return 2 * (self.max_repeats or 8) if self.ab else (self.max_repeats or 5)
+
+    @property
+    def per_night(self) -> int:
+        """The looks one night may take of a series: a launch each, or an ABBA block each under --glm5-ab."""
+        return max(1, -(-self.most // 4)) if self.ab else self.most
 
     def to_dict(self) -> dict[str, object]:
         """As the run document keeps it."""
@@ -163,9 +181,8 @@ class PerfGate:
         self.book = ReferenceBook(self.root, self.stores, self.history)
 
     def per_night(self) -> int:
-        """The looks one night may take of a series (its launches; A/B: ABBA blocks): --glm5-max-repeats."""
-        st = self.statistics
-        return max(1, -(-(st.max_repeats or 8) // 2)) if st.ab else (st.max_repeats or 5)
+        """The looks one night may take of a series (Statistics.per_night)."""
+        return self.statistics.per_night
 
     def look(self, look: int) -> Look:
         """The sequential look: A/B adds ABBA blocks (two launches per arm), the nightly one launch at a time. With a

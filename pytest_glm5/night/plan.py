@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from ..judge.baselines import BaselineError, BaselineStore, write_costs
 from ..judge.decide import to_resolve
+from ..judge.gate import Statistics
 from ..judge.stats import detectable_drop
 from ..judge.verdicts import Kind, Verdict, read_report, verdicts_of
 from ..metrics import log_cv
@@ -239,9 +240,8 @@ class Night:
     @classmethod
     def from_settings(cls, s: Settings) -> Night:
         """The launches and rounds the settings give each config."""
-        planned = 4 if s.ab else s.launches
-        most = 2 * (s.max_repeats or 8) if s.ab else (s.max_repeats or 5)
-        return cls(s.budget, planned, max(0, most - planned), history=s.history)
+        st = Statistics.from_settings(s)  # the one launch count rule
+        return cls(s.budget, st.planned, max(0, st.most - st.planned), history=s.history)
 
     def carries(self) -> str:
         """The plan's word on earlier nights: whether their launches carry into tonight's tests."""

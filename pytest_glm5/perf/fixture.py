@@ -85,7 +85,6 @@ class PerfContext:
     commit: str | None = None
     builds: dict[str, Build] = field(default_factory=dict)  # the configs file's [build.NAME] tables
     build: str = DEFAULT_BUILD  # --glm5-build
-    launches: int = 1  # --glm5-launches: launches of each config (its first, then rounds)
     pending: dict[str, dict[str, Pending]] = field(default_factory=dict)  # config -> scenario -> its series
     budget: Callable[[str, float], str | None] = lambda config, cost_s: None  # why a round of cost_s may not run
     recording: bool = False  # --update-baselines: rounds until each reference can resolve its tolerance
@@ -253,7 +252,7 @@ def rounds(ctx: PerfContext, config: ServerConfig, say: Callable[[str], None]) -
         return 0
     gate = ctx.gate
     ab = gate.statistics.ab
-    planned = 4 if ab else ctx.launches
+    planned = gate.statistics.planned
     looks = gate.per_night()  # nightly: new launches tonight; A/B: ABBA blocks
     # Recording runs to RECORDING_CAP launches unless --glm5-max-repeats bounds it (a GPU check in 10 minutes).
     explicit = gate.statistics.max_repeats is not None
@@ -391,8 +390,8 @@ class Perf:
             self.fail("\n".join(checked.failures))
         plan = self.plans.get(scenario)
         ctx = self.ctx
-        wants_rounds = checked.undecided or ctx.launches > 1 or ab or ctx.recording
-        if wants_rounds and ctx.recording and ctx.launches <= 1 and not ab and gate.book.reference_full(
+        wants_rounds = checked.undecided or gate.statistics.launches > 1 or ab or ctx.recording
+        if wants_rounds and ctx.recording and gate.statistics.launches <= 1 and not ab and gate.book.reference_full(
                 self.config, scenario, metrics, ctx.provenance(self.server), RECORDING_CAP):
             # Recording: no launch of this run can record a larger reference, so none is spent on it.
             wants_rounds = False
