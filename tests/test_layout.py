@@ -14,7 +14,7 @@ ROOT = "pytest_glm5"
 
 # Each module's wing: the first matching prefix of its dotted name (under pytest_glm5) wins.
 WINGS = [
-    ("plugin", "hooks"), ("roles", "hooks"),
+    ("plugin", "hooks"), ("roles", "hooks"), ("hookspecs", "hooks"),
     ("session", "session"), ("cli", "cli"),
     ("perf", "perf"),
     ("correctness", "correctness"),
@@ -367,3 +367,36 @@ def test_a_planted_note_reader_is_caught() -> None:
                             "    return 'alone' in v.note\n")}
     assert note_readers(planted) == ["report.x:2 .startswith() on a note", "report.x:3 `in` a note"]
     assert _prose_sources() and all(wing_of(m) in PROSE_READERS for m in _prose_sources())
+
+
+# docs/layout.md is the map of the tree: each module is listed in the section of its wing (WINGS), so the page and
+# this table cannot drift apart. A section titled by a folder holds that folder's wing; the others name theirs here.
+LAYOUT_SECTIONS = {"The hooks and the run": {"hooks", "session", "cli"}, "The base": {"base"},
+                   "Beside the package": set()}
+
+
+def misplaced(text: str) -> list[str]:
+    """Each module docs/layout.md lists under a section other than its wing's."""
+    out: list[str] = []
+    allowed: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("## "):
+            title = line[3:].strip()
+            folder = title.split("`")[1].rstrip("/") if title.startswith("`") else None
+            allowed = {wing_of(folder.replace("/", "."))} if folder else LAYOUT_SECTIONS.get(title.split(":")[0], set())
+            if folder == "servers":
+                allowed.add("sim-engine")  # the emulator's engine is listed with the engines it sits beside
+            continue
+        first = line.split("`")[1] if line.startswith("- `") else ""
+        if first.endswith(".py") and (PKG / first).is_file():
+            dotted = _module(PKG / first) or ROOT
+            if wing_of(dotted) not in allowed:
+                out.append(f"{first} (wing {wing_of(dotted)}) is listed under a section of {sorted(allowed)}")
+    return out
+
+
+def test_the_layout_page_lists_each_module_in_its_wing() -> None:
+    text = (PKG.parent / "docs" / "layout.md").read_text(encoding="utf-8")
+    assert misplaced(text) == []
+    planted = text.replace("## `judge/`: verdicts\n", "## `judge/`: verdicts\n- `report/outcome.py`: planted.\n")
+    assert misplaced(planted) == ["report/outcome.py (wing report) is listed under a section of ['judge']"]
