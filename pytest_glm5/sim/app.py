@@ -268,13 +268,10 @@ async def _arrival(request: web.Request, handler: Any) -> web.StreamResponse:
     return response
 
 
-async def handle_generate(request: web.Request) -> web.StreamResponse:
+@sse.posted
+async def handle_generate(request: web.Request, body: dict[str, Any], received: float) -> web.StreamResponse:
     """SGLang's native POST /generate: cumulative text and meta_info per chunk, then [DONE]."""
     srv: SimServer = request.app["srv"]
-    received = float(request.get("arrival") or time.perf_counter())
-    body = await sse.json_object(request)
-    if isinstance(body, web.Response):
-        return body
     plen = _prompt_len(srv, body, "input_ids", "text")
     if isinstance(plen, web.Response):
         return plen
@@ -324,12 +321,10 @@ def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
     return {"text": text, "output_ids": ids, "meta_info": meta}
 
 
-async def handle_completions(request: web.Request) -> web.StreamResponse:
+@sse.posted
+async def handle_completions(request: web.Request, body: dict[str, Any], received: float) -> web.StreamResponse:
     """OpenAI POST /v1/completions with SGLang's extras (ignore_eos) and stream_options.include_usage."""
     srv: SimServer = request.app["srv"]
-    body = await sse.json_object(request)
-    if isinstance(body, web.Response):
-        return body
     prompt = body.get("prompt")
     strict = srv.ns.sim_openai_strict
     if strict and not isinstance(prompt, str):

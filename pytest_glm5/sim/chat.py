@@ -101,13 +101,10 @@ def _thinking(body: dict[str, Any], reasoning: Reasoning) -> bool:
     return reasoning.default_on
 
 
-async def handle_chat(request: web.Request) -> web.StreamResponse:
+@sse.posted
+async def handle_chat(request: web.Request, body: dict[str, Any], received: float) -> web.StreamResponse:
     """OpenAI POST /v1/chat/completions with SGLang's extras (ignore_eos, chat_template_kwargs, separate_reasoning)."""
     srv: SimServer = request.app["srv"]
-    received = float(request.get("arrival") or time.perf_counter())
-    body = await sse.json_object(request)
-    if isinstance(body, web.Response):
-        return body
     problem = _bad_messages(body.get("messages"))
     if problem:
         return sse.error(400, problem)

@@ -3,6 +3,7 @@ request's tokens, and the SSE stream of them with the stream faults (`--sim-faul
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -55,6 +56,22 @@ async def json_object(request: web.Request) -> dict[str, Any] | web.Response:
     if not isinstance(body, dict):
         return error(400, "request body must be a JSON object")
     return body
+
+
+Posted = Callable[[web.Request, dict[str, Any], float], Awaitable[web.StreamResponse]]
+
+
+def posted(handler: Posted) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """A POST handler given its JSON object body and when the request arrived (the arrival middleware's stamp, else
+    now, taken before the body is read); any other body is SGLang's 400 before the handler runs."""
+
+    @functools.wraps(handler)
+    async def handle(request: web.Request) -> web.StreamResponse:
+        received = float(request.get("arrival") or time.perf_counter())
+        body = await json_object(request)
+        return body if isinstance(body, web.Response) else await handler(request, body, received)
+
+    return handle
 
 
 async def sse_start(request: web.Request) -> web.StreamResponse:
