@@ -107,3 +107,10 @@ def test_noise_is_seeded_and_has_the_asked_spread() -> None:
 def test_unknown_profile_names_the_bundled_ones() -> None:
     with pytest.raises(ProfileError, match="glm5-sm120"):
         load_profile("no-such-profile")
+
+
+def test_a_failure_in_no_phase_is_refused_not_silently_never_raised() -> None:
+    profile = load_profile("tiny")
+    bad = {**profile, "rule": [{"when": {}, "note": "typo", "fail": {"phase": "laod", "kind": "cuda_oom"}}]}
+    with pytest.raises(ProfileError, match=r"fail.phase must be warmup or load, got 'laod' \(rule: typo\)"):
+        resolve(bad, {})

@@ -6,7 +6,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..names import is_key
 
@@ -21,8 +21,8 @@ class ProfileError(Exception):
 class Failure:
     """How a config dies: in warmup, or under load once `running_at_least` requests run together."""
 
-    phase: str
-    kind: str
+    phase: Literal["warmup", "load"]
+    kind: str  # the fatal line's kind (servers' FATAL_PATTERNS name it back: cutlass_tile, cuda_oom, ...)
     exit_code: int = 1
     running_at_least: int = 0
     note: str = ""
@@ -136,6 +136,9 @@ def resolve(profile: dict[str, Any], args: dict[str, Any], slowdown: float = 1.0
             kv_factor *= float(rule.get("kv_factor", 1.0))
             if failure is None and "fail" in rule:
                 f = rule["fail"]
+                if f.get("phase") not in ("warmup", "load"):  # any other phase would never fail: say so
+                    raise ProfileError(f"sim profile {profile.get('name')}: a rule's fail.phase must be warmup or "
+                                       f"load, got {f.get('phase')!r} (rule: {applied[-1]})")
                 failure = Failure(phase=f["phase"], kind=f["kind"], exit_code=int(f.get("exit_code", 1)),
                                   running_at_least=int(f.get("running_at_least", 0)), note=rule.get("note", ""))
         max_running = args.get("max_running_requests") or kv["default_max_running_requests"]
