@@ -134,6 +134,9 @@ def across_nights(book: ReferenceBook, key: tuple[str, str, str], samples: list[
             v.stat["grown"] = list(more)
             v.stat["against"] = (f"{len(used.launches)} reference launches ({len(bound.launches)} recorded, "
                                  f"{len(more)} of later nights of its build)")
+        if on.box is not None:  # the reference the test used, moved by the box's shift (judge/box.py)
+            v.stat["box"], v.stat["reference"] = on.box.to_dict(), list(used.launches)
+            v.stat["against"] = f"{len(used.launches)} reference launches moved by the box ({on.box.line()})"
     return v
 
 

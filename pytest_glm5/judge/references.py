@@ -15,11 +15,17 @@ from typing import Any
 from ..metrics import geometric_mean, higher_is_better
 from ..settings import SettingsError, check_writable_dir
 from ..textfiles import remove_stale_temps
-from . import carry, decide, slo
+from . import box, carry, decide, slo
 from .baselines import BaselineError, BaselineStore, baseline_path, model_key, read_once
 from .provenance import Provenance
+from .stats import mean_log
 from .variance import Spread, VarianceModel, variance_of
 from .verdicts import Bound, threshold
+
+
+def _ref_digest(bound: Bound) -> str:
+    """The digest a sample keeps of its reference (carry.Sample.ref): updating the baselines starts a new sample."""
+    return carry.digest([list(bound.launches), bound.tolerance, bound.value])
 
 
 class GateError(Exception):
@@ -75,6 +81,7 @@ class Against:
     prior: carry.Prior
     grown: tuple[float, ...]
     used: Bound
+    box: box.Shift | None = None  # the box's shift the reference was moved by (judge/box.py)
 
 
 @dataclass
@@ -87,6 +94,7 @@ class ReferenceBook:
     history: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
     runs: dict[tuple[str, str], Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     variance: dict[Path, VarianceModel] = field(default_factory=dict)  # per baselines file, fitted once a run
+    shifts: dict[tuple[str, str], box.Shift | None] = field(default_factory=dict)  # (hardware, model) -> the box's
 
     def store(self, hardware: str, model: str) -> tuple[Path, BaselineStore]:
         """The store of this hardware and model (read once per run)."""
@@ -120,14 +128,38 @@ class ReferenceBook:
         """What a series is judged against tonight: its sample, what earlier nights of it left (judge/carry.py),
         and its reference grown by later nights' launches of the reference's build (none while tonight's build is
         the reference's, which would test a sample against itself)."""
-        sample = carry.Sample(provenance.build, carry.digest(provenance.workload),
-                              carry.digest([list(bound.launches), bound.tolerance, bound.value]))
+        sample = carry.Sample(provenance.build, carry.digest(provenance.workload), _ref_digest(bound))
         runs = self.runs_of(provenance)  # read before the variance model is fitted: the nights join it
         carries = self.history is not None
         prior = carry.prior_of(runs, key, sample) if carries else carry.Prior()
+        moved = self.box_shift(provenance) if carries else None
+        if moved is not None and moved.applies and len(bound.launches) >= 2:
+            # The box as it reads the reference's build now: the recorded launches moved by its shift (the grown
+            # ones are of the box as it was, and would pull the reference back).
+            return Against(sample, prior, (), replace(bound, launches=moved.move(bound.launches,
+                                                                                 higher_is_better(key[2]))), moved)
         grown = carry.grown(runs, key, sample.ref, bound.build) \
             if carries and bound.build and bound.build != provenance.build else ()
         return Against(sample, prior, grown, replace(bound, launches=(*bound.launches, *grown)))
+
+    def box_shift(self, provenance: Provenance) -> box.Shift | None:
+        """How the box reads the references' own builds on its latest nights (judge/box.py), once a run."""
+        where = (provenance.hardware, provenance.model)
+        if where not in self.shifts:
+            _, store = self.store(*where)
+            means: dict[tuple[str, str, str], tuple[Bound, float] | None] = {}
+
+            def recorded(key: tuple[str, str, str], build: str, ref: str) -> tuple[float, bool] | None:
+                if key not in means:
+                    b = store.bound(*key)
+                    means[key] = (b, mean_log(b.launches)) if b is not None and not b.provisional and b.build else None
+                got = means[key]
+                if got is None or build != got[0].build or ref != _ref_digest(got[0]):
+                    return None
+                return got[1], higher_is_better(key[2])
+
+            self.shifts[where] = box.of(self.runs_of(provenance), recorded)
+        return self.shifts[where]
 
     def reference_short(self, config: str, scenario: str, values_of: Callable[[str], list[float]],
                         metrics: Sequence[str] | None, provenance: Provenance, looks: int) -> bool:

@@ -83,6 +83,8 @@ class Test(TypedDict, total=False):
     pooled: dict[str, Any]  # what the series' family lent its variance (judge/variance.py Spread.to_dict)
     tested: list[float]  # the launches the test used where earlier nights' joined tonight's (judge/carry.py)
     grown: list[float]  # reference launches later nights of the reference's build added (judge/carry.py grown)
+    box: dict[str, Any]  # the box's shift the reference was moved by (judge/box.py Shift.to_dict)
+    reference: list[float]  # the reference launches the test used, where the box's shift moved them
 
 
 @dataclass(frozen=True)

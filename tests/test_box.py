@@ -1,0 +1,73 @@
+"""judge/box.py: the box's shift, read from the launches its latest nights made of the references' own builds, and
+references moved by it where it is beyond chance (a drifting box is not a build's regression)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_glm5.judge.baselines import BaselineStore
+from pytest_glm5.judge.carry import digest
+from pytest_glm5.judge.gate import PerfGate
+from pytest_glm5.judge.provenance import Provenance
+from pytest_glm5.judge.verdicts import Kind
+
+REF = [99.0, 101.0, 100.0, 98.0, 102.0, 100.0, 99.5, 100.5]
+KEY = ("s", "output_throughput")
+
+
+def baselines(root: Path) -> Path:
+    (root / "hw").mkdir(parents=True, exist_ok=True)
+    path = root / "hw" / "m.toml"
+    path.write_text("".join(
+        f"[{c}.s.output_throughput]\nfloor = 100.0\ntolerance = 0.05\ntolerance_why = 'hand-set'\n"
+        f"launches = {REF}\nprovenance = {{build = 'b0'}}\n\n" for c in ("a", "b")))
+    return path
+
+
+def nights(path: Path, reads: list[float], build: str = "b0") -> list[dict[str, Any]]:
+    """Nights of the reference's build on configs a and b, one launch each a night at these values."""
+    store = BaselineStore(path)
+    out = []
+    for i, x in enumerate(reads):
+        series = []
+        for c in ("a", "b"):
+            b = store.bound(c, *KEY)
+            assert b is not None and b.build == "b0"
+            series.append({"config": c, "scenario": "s", "metric": "output_throughput", "build": build,
+                           "ref": digest([list(b.launches), b.tolerance, b.value]), "workload": "w",
+                           "launches": [x], "verdict": "pass"})
+        out.append({"time": f"2027-01-{i + 1:02d}", "series": series})
+    return out
+
+
+def judged(root: Path, runs: list[dict[str, Any]], tonight: list[float]) -> Any:
+    gate = PerfGate(root, history=lambda hardware, model: runs)
+    bound = BaselineStore(root / "hw" / "m.toml").bound("a", *KEY)
+    assert bound is not None
+    prov = Provenance("hw", "m", "", "sim", "", build="b1", workload={})
+    return gate.against_reference("a", *KEY, list(tonight), list(tonight), bound, prov, gate.look(3))
+
+
+def test_a_box_that_reads_its_references_slower_moves_them(tmp_path: Path) -> None:
+    path = baselines(tmp_path)
+    drifted = nights(path, [97.1, 96.8, 97.2, 96.9, 97.0])  # the reference's own build, 3% slower for 5 nights
+    tonight = [94.2, 93.8, 94.5]  # a new build: 3% below the box as it reads b0 now, 6% below the recorded
+    v = judged(tmp_path, drifted, tonight)
+    assert v.stat["box"]["shift"] < -0.025 and v.stat["box"]["launches"] == 10 and v.stat["box"]["configs"] == 2
+    assert v.stat["against"].startswith("8 reference launches moved by the box (the box reads the references' own "
+                                        "builds -3.0% on its last 5 nights (10 launches of 2 configs))"), v.stat
+    assert -0.04 < v.stat["change"] < -0.02 and v.verdict != Kind.REGRESSION, v.line()
+    # The same launches against the recorded reference (no nights of b0 to read the box by): a 6% drop, confirmed.
+    alone = judged(tmp_path, [], tonight)
+    assert "box" not in alone.stat and alone.stat["change"] < -0.05 and alone.verdict == Kind.REGRESSION, alone.line()
+
+
+def test_a_box_whose_nights_agree_with_the_references_moves_nothing(tmp_path: Path) -> None:
+    path = baselines(tmp_path)
+    steady = nights(path, [100.4, 99.1, 100.9, 99.6, 100.2])  # b0 as recorded: within chance
+    v = judged(tmp_path, steady, [94.2, 93.8, 94.5])
+    assert "box" not in v.stat and v.verdict == Kind.REGRESSION, v.line()
+    # Launches of another build are no control: a patch may have slowed them.
+    other = nights(path, [97.1, 96.8, 97.2, 96.9, 97.0], build="b2")
+    assert "box" not in judged(tmp_path, other, [94.2, 93.8, 94.5]).stat
