@@ -100,10 +100,12 @@ def test_docstrings_quote_what_their_code_prints() -> None:
     from pytest_glm5.judge import box, family, regime, stats, variance
     from pytest_glm5.load import clock, trace
     from pytest_glm5.night import plan
+    from pytest_glm5.report import terminal
     from pytest_glm5.sim import answers
     from pytest_glm5.telemetry import energy
 
-    for module in (energy, regime, box, metrics, plan, stats, variance, family, names, trace, clock, canary, answers):
+    for module in (energy, regime, box, terminal, metrics, plan, stats, variance, family, names, trace, clock, canary,
+                   answers):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
 

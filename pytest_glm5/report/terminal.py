@@ -316,6 +316,28 @@ def recording_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], cost
     return out
 
 
+def box_lines(verdicts: Sequence[Verdict]) -> list[str]:
+    """The box's shift the references were moved by (judge/box.py), once per hardware: a box that reads its
+    references' own builds slower is news, whatever the verdicts.
+
+        >>> v = Verdict("a", "s", "output_throughput", 94.2, None, "pass", provenance={"hardware": "hw"},
+        ...             stat={"box": {"shift": -0.0301, "launches": 10, "configs": 2, "nights": 5}})
+        >>> [line] = box_lines([v, v])
+        >>> print(line.split(": every")[0])
+        the box (hw) reads the references' own builds -3.0% on its last 5 nights (10 launches of 2 configs)
+    """
+    out: dict[str, str] = {}
+    for v in verdicts:
+        b = v.stat.get("box") if v.stat else None
+        hw = str(v.provenance.get("hardware", ""))
+        if isinstance(b, dict) and hw not in out:
+            out[hw] = (f"the box ({hw}) reads the references' own builds {float(b['shift']) * 100:+.1f}% on its last "
+                       f"{b['nights']} nights ({b['launches']} launches of {b['configs']} configs): every reference "
+                       "was moved by it before judging (a drifting box is not a build's regression; where it stays, "
+                       "record the baselines again)")
+    return list(out.values())
+
+
 def target_lines(verdicts: Sequence[Verdict], drift: dict[tuple[str, str, str], float | None] | None = None
                  ) -> list[str]:
     """Where the baselines set a target: today's value against the floor and the target, and the trend towards it
@@ -441,7 +463,8 @@ class Summary:
                 tr.write_line(line, red=" failed" in line or ": a drop" in line)
         drift = {(a.series.config, a.series.scenario, a.series.metric): a.drift
                  for a in (self.written.analyses if self.written else [])}
-        for line in wrapped([*target_lines(view.verdicts, drift), *campaign_lines(view.versus)]):
+        for line in wrapped([*box_lines(view.verdicts), *target_lines(view.verdicts, drift),
+                             *campaign_lines(view.versus)]):
             tr.write_line(line, red=" REGRESSION" in line)
         if self.update_mode:
             for line in wrapped(recording_lines(view.verdicts, self.changes, self.costs_written, self.said)):
