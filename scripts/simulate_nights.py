@@ -44,6 +44,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import tomlkit
+
 from pytest_glm5.configs import ServerConfig
 from pytest_glm5.judge import decide, family, merge
 from pytest_glm5.judge.baselines import BaselineStore, baseline_path
@@ -184,6 +186,20 @@ def pooled(refs: Mapping[str, dict[tuple[str, str], Bound]], runs: Sequence[dict
                                  bs.items()}, **nights_of(runs)})
 
 
+class RecordedStore(BaselineStore):
+    """The simulated references as the gate's baselines store holds them, without a file: the gate's reference book
+    reads them where it reads every reference (the box's shift: judge/box.py)."""
+
+    def __init__(self, refs: Mapping[str, dict[tuple[str, str], Bound]]) -> None:
+        self.path = baseline_path(ROOT, HARDWARE, MODEL)
+        self.doc = tomlkit.document()
+        self.refs = refs
+
+    def bound(self, config: str, scenario: str, metric: str) -> Bound | None:
+        """The recorded reference of a series (None: not recorded)."""
+        return self.refs.get(config, {}).get((scenario, metric))
+
+
 def night(box: Box, costs: Sequence[ConfigCost], configs: Mapping[str, ServerConfig],
           series: Mapping[str, list[tuple[str, str]]], refs: Mapping[str, dict[tuple[str, str], Bound]],
           runs: list[dict[str, Any]], today: dt.date, build: str, budget_s: float, alpha: float,
@@ -197,6 +213,7 @@ def night(box: Box, costs: Sequence[ConfigCost], configs: Mapping[str, ServerCon
     gate = PerfGate(ROOT, statistics=Statistics(alpha=alpha), history=lambda hw, model: runs)
     gate.book.variance[baseline_path(ROOT, HARDWARE, MODEL)] = pooled(refs, runs) if model else \
         VarianceModel({}, {}, None)
+    gate.book.stores[baseline_path(ROOT, HARDWARE, MODEL)] = RecordedStore(refs)
     launches = rounds = 0
     by_name = {c.config: c for c in costs}
     for cost in (by_name[n] for n in tonight.order(list(by_name))):
