@@ -1,22 +1,23 @@
 """How the box reads its references now: the launches its latest nights made of each reference's own build,
-against that reference, pooled over every series and config.
+against that reference, pooled per series kind over every config.
 
 A reference is recorded in one session; the box it was recorded on drifts (a driver, a firmware, thermal paste, a
 neighbour): the same build reads slower months later. A build judged against the recorded figure then carries the
 box's drift as if it were its own, and a drift within the tolerance becomes a confirmed regression once enough
 launches pile up (scripts/simulate_nights.py --drift: 1.6 nights in 100). The nights already hold the control: the
 launches they made of the reference's own build (the build that was recorded), which a patch cannot have slowed.
-Their shared factor (each launch's mean, over a config's series, of its log change from each series' recorded
-mean; + is faster) over the last BOX_NIGHTS nights that ran a reference build is the box's shift. Where it is
-beyond chance (two-sided, BOX_P, over at least BOX_LAUNCHES launches of two configs or more), every reference is
-moved by it: a build is judged against the box as it reads the reference's build now, and a drop that arrives with
-a build is still a drop. The shift is said, beside the verdict and in the summary: a box that got slower is news.
+Their mean log change from each series' recorded mean (+ is faster), per series kind (scenario and metric, over
+every config: the box moves a throughput and a millisecond TTFT apart), over the last BOX_NIGHTS nights that ran a
+reference build, is the box's shift for that kind. Where it is beyond chance (two-sided, BOX_P, over at least
+BOX_LAUNCHES launches of two configs or more), every reference of the kind is moved by it: a build is judged against
+the box as it reads the reference's build now, and a drop that arrives with a build is still a drop. The shift is
+said, beside the verdict and in the summary: a box that got slower is news.
 
     >>> f = factors([{"series": [dict(config="c", scenario="s", metric="output_throughput", build="b0", ref="r",
     ...                                launches=[97.0, 96.0], verdict="pass")]}],
     ...             lambda key, build, ref: (math.log(100.0), True) if (build, ref) == ("b0", "r") else None)
-    >>> [round(x, 4) for x in f]
-    [-0.0305, -0.0408]
+    >>> [(round(x, 4), night, config) for x, night, config in f[("s", "output_throughput")]]
+    [(-0.0305, 0, 'c'), (-0.0408, 0, 'c')]
     >>> s = shift([-0.03, -0.028, -0.031, -0.027, -0.029, -0.032], 2, 3)
     >>> print(s.line())
     the box reads the references' own builds -2.9% on its last 3 nights (6 launches of 2 configs)
@@ -76,14 +77,15 @@ class Shift:
                 "configs": self.configs, "nights": self.nights}
 
 
-def factors(runs: Sequence[Mapping[str, Any]], recorded: Recorded, nights: int = BOX_NIGHTS,
-            counted: list[tuple[int, str]] | None = None) -> list[float]:
-    """The shared factor of each launch the last `nights` nights (that ran one) made of a reference's own build,
-    newest night first. `counted`: filled with (night index, config) of each launch's night and config."""
-    out: list[float] = []
+def factors(runs: Sequence[Mapping[str, Any]], recorded: Recorded, nights: int = BOX_NIGHTS
+            ) -> dict[tuple[str, str], list[tuple[float, int, str]]]:
+    """Per (scenario, metric): each launch the last `nights` nights (that ran one) made of a reference's own build,
+    as its oriented log change from the series' recorded mean, with the night (0: the newest) and the config. Per
+    series kind, not per launch over a config's series: the box moves a throughput and a millisecond TTFT apart."""
+    out: dict[tuple[str, str], list[tuple[float, int, str]]] = {}
     used = 0
     for n, run in enumerate(reversed(runs)):
-        per: dict[str, list[list[float]]] = {}  # config -> each series' oriented log changes, one per launch
+        any_here = False
         for s in run.get("series") or []:
             key = (str(s.get("config")), str(s.get("scenario")), str(s.get("metric")))
             got = recorded(key, str(s.get("build", "")), str(s.get("ref", "")))
@@ -91,15 +93,9 @@ def factors(runs: Sequence[Mapping[str, Any]], recorded: Recorded, nights: int =
             if got is None or not xs or s.get("verdict") not in (*OPEN, *DECIDED):
                 continue
             mean, up = got
-            per.setdefault(key[0], []).append([(math.log(x) - mean) * (1 if up else -1) for x in xs])
-        for config, rows in per.items():
-            width = max(len(r) for r in rows)
-            rows = [r for r in rows if len(r) == width]  # the series that share the config's launches
-            for i in range(width):
-                out.append(sum(r[i] for r in rows) / len(rows))
-                if counted is not None:
-                    counted.append((n, config))
-        used += bool(per)
+            out.setdefault(key[1:], []).extend(((math.log(x) - mean) * (1 if up else -1), n, key[0]) for x in xs)
+            any_here = True
+        used += any_here
         if used >= nights:
             break
     return out
@@ -113,10 +109,8 @@ def shift(values: Sequence[float], configs: int, nights: int) -> Shift:
     return Shift(mean, sd / math.sqrt(n) if n > 1 else math.nan, n, configs, nights)
 
 
-def of(runs: Sequence[Mapping[str, Any]], recorded: Recorded) -> Shift | None:
-    """The box's shift from the history's runs (None: no launch of a reference's build to read it from)."""
-    counted: list[tuple[int, str]] = []
-    values = factors(runs, recorded, counted=counted)
-    if not values:
-        return None
-    return shift(values, len({c for _, c in counted}), len({n for n, _ in counted}))
+def of(runs: Sequence[Mapping[str, Any]], recorded: Recorded) -> dict[tuple[str, str], Shift]:
+    """The box's shift per (scenario, metric) from the history's runs (none where no launch of a reference's build
+    reads it)."""
+    return {kind: shift([x for x, _, _ in got], len({c for _, _, c in got}), len({n for _, n, _ in got}))
+            for kind, got in factors(runs, recorded).items()}
