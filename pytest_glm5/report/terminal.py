@@ -317,25 +317,33 @@ def recording_lines(verdicts: Sequence[Verdict], changes: Sequence[Change], cost
 
 
 def box_lines(verdicts: Sequence[Verdict]) -> list[str]:
-    """The box's shift the references were moved by (judge/box.py), once per hardware: a box that reads its
-    references' own builds slower is news, whatever the verdicts.
+    """The box's shifts the references were moved by (judge/box.py), a line per hardware naming each series kind: a
+    box that reads its references' own builds faster or slower is news, whatever the verdicts.
 
-        >>> v = Verdict("a", "s", "output_throughput", 94.2, None, "pass", provenance={"hardware": "hw"},
-        ...             stat={"box": {"shift": -0.0301, "launches": 10, "configs": 2, "nights": 5}})
-        >>> [line] = box_lines([v, v])
-        >>> print(line.split(": every")[0])
-        the box (hw) reads the references' own builds -3.0% on its last 5 nights (10 launches of 2 configs)
+        >>> def v(scenario, metric, shift):
+        ...     return Verdict("a", scenario, metric, 1.0, None, "pass", provenance={"hardware": "hw"},
+        ...                    stat={"box": {"shift": shift, "launches": 10, "configs": 2, "nights": 5}})
+        >>> [line] = box_lines([v("s", "output_throughput", -0.0301), v("s", "median_ttft_ms", 0.218),
+        ...                     v("s", "output_throughput", -0.0301)])
+        >>> line.startswith("the box (hw) reads the references' own builds on its last 5 nights: ")
+        True
+        >>> print(line.split("nights: ")[1].split(": every")[0])
+        s output_throughput -3.0% (10 launches of 2 configs), s median_ttft_ms +21.8% (10 launches of 2 configs)
     """
-    out: dict[str, str] = {}
+    kinds: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
     for v in verdicts:
         b = v.stat.get("box") if v.stat else None
-        hw = str(v.provenance.get("hardware", ""))
-        if isinstance(b, dict) and hw not in out:
-            out[hw] = (f"the box ({hw}) reads the references' own builds {float(b['shift']) * 100:+.1f}% on its last "
-                       f"{b['nights']} nights ({b['launches']} launches of {b['configs']} configs): every reference "
-                       "was moved by it before judging (a drifting box is not a build's regression; where it stays, "
-                       "record the baselines again)")
-    return list(out.values())
+        if isinstance(b, dict):
+            kinds.setdefault(str(v.provenance.get("hardware", "")), {}).setdefault((v.scenario, v.metric), b)
+    out = []
+    for hw, moved in kinds.items():
+        nights = max(int(b["nights"]) for b in moved.values())
+        said = ", ".join(f"{sc} {m} {float(b['shift']) * 100:+.1f}% ({b['launches']} launches of {b['configs']} "
+                         "configs)" for (sc, m), b in moved.items())
+        out.append(f"the box ({hw}) reads the references' own builds on its last {nights} nights: {said}: every "
+                   "reference of those kinds was moved by it before judging (a drifting box is not a build's "
+                   "regression; where it stays, record the baselines again)")
+    return out
 
 
 def target_lines(verdicts: Sequence[Verdict], drift: dict[tuple[str, str, str], float | None] | None = None
