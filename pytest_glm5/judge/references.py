@@ -149,16 +149,18 @@ class ReferenceBook:
         where = (provenance.hardware, provenance.model)
         if where not in self.shifts:
             _, store = self.store(*where)
-            means: dict[tuple[str, str, str], tuple[Bound, float] | None] = {}
+            # Per series, once: its recorded build, its reference's digest and mean (every night's entry asks).
+            means: dict[tuple[str, str, str], tuple[str, str, float] | None] = {}
 
             def recorded(key: tuple[str, str, str], build: str, ref: str) -> tuple[float, bool] | None:
                 if key not in means:
                     b = store.bound(*key)
-                    means[key] = (b, mean_log(b.launches)) if b is not None and not b.provisional and b.build else None
+                    means[key] = (b.build, _ref_digest(b), mean_log(b.launches)) \
+                        if b is not None and not b.provisional and b.build else None
                 got = means[key]
-                if got is None or build != got[0].build or ref != _ref_digest(got[0]):
+                if got is None or (build, ref) != got[:2]:
                     return None
-                return got[1], higher_is_better(key[2])
+                return got[2], higher_is_better(key[2])
 
             self.shifts[where] = box.of(self.runs_of(provenance), recorded)
         return self.shifts[where]
