@@ -23,7 +23,12 @@ THROUGHPUT_METRICS = (
     "output_tokens_per_joule",  # output tokens over the GPUs' energy (NVML's counter): what the box costs
     "slo_attainment",  # the share of a launch's requests within the scenario's SLO (judge/slo.py)
     "slo_capacity",  # the largest ladder concurrency within the SLO (judge/slo.py)
+    # Speculative decoding (SGLang's meta_info): tokens a verify pass yields, and the share of drafts accepted. A build
+    # that accepts fewer drafts at the same speed here will cost speed at another concurrency or prompt mix.
+    "spec_accept_length",
+    "spec_accept_rate",
 )
+ACCEPTANCE_METRICS = ("spec_accept_length", "spec_accept_rate")  # the text's and the build's, never the client's
 # Where 0 is a measurement, not a broken figure: a point with no request within its SLO (the top of a ladder), a
 # ladder with no point within it. Every other recorded value is positive.
 ZERO_IS_A_VALUE = ("slo_attainment", "slo_capacity")
@@ -50,6 +55,9 @@ COUNT_METRICS = (
     "arrival_cv_asked",  # open loop: the CV of the gaps it drew
     "arrival_rate",  # open loop: the sends a second the client made
     "arrival_rate_asked",  # open loop: the sends a second of the gaps it drew
+    "spec_verify_ct",  # speculative decoding: verify passes a request, on average
+    "spec_accept_length_counters",  # the window's generated tokens over its verify calls, by the server's /metrics
+    "spec_accept_length_server",  # /server_info's avg_spec_accept_length after the window (bench_serving's figure)
 )
 
 
@@ -106,7 +114,7 @@ def _described(name: str) -> Metric:
     tokens = name.startswith("mean_") and name.endswith("_tokens")
     unit = (" ms" if name.endswith("_ms") else " tok" if tokens else " req/s" if name == "request_throughput" else
             " tok/J" if name == "output_tokens_per_joule" else " J" if name == "joules_per_request" else
-            " concurrent" if name == "slo_capacity" else
+            " concurrent" if name == "slo_capacity" else " tok/verify" if name.startswith("spec_accept_length") else
             "x" if name.startswith("scaling") else
             " tok/s" if "throughput" in name or name == "max_output_tokens_per_s" else "")
     return Metric(name, unit, name in THROUGHPUT_METRICS or name in ("completed", "concurrency"), family)
@@ -157,6 +165,9 @@ class RequestTiming:
     reasoning_tokens: int = 0  # chat: thinking tokens of output_len
     cached_tokens: int | None = None  # prompt tokens the server's prefix cache served (None: it did not say)
     queued: float = 0.0  # open loop: seconds from its scheduled send to a free slot under the in-flight cap
+    spec_verify_ct: int = 0  # speculative decoding, as the server said: verify passes (0: none said)
+    spec_correct: int = 0  # drafts accepted
+    spec_proposed: int = 0  # drafts proposed
 
 
 def request_ms(records: Sequence[RequestTiming], family: str) -> list[float]:
@@ -256,7 +267,28 @@ def compute_metrics(records: Sequence[RequestTiming], duration_s: float, t0: flo
         out.update(_stats("ttfo", [r.ttfo for r in chat if r.ttfo]))
         out["mean_reasoning_tokens"] = sum(r.reasoning_tokens for r in chat) / len(chat)
         out["mean_input_tokens"] = sum(r.prompt_len for r in chat) / len(chat)
+    out.update(speculative(ok))
     return out
+
+
+def speculative(ok: Sequence[RequestTiming]) -> dict[str, float]:
+    """The window's speculative decoding from the requests the server told (none where it told none): accept length
+    as SGLang defines it per request (completion tokens over verify passes), pooled over the window's tokens, and the
+    accept rate over its drafts.
+
+        >>> r = RequestTiming(0.0, 8, success=True, output_len=12, spec_verify_ct=4, spec_correct=8, spec_proposed=12)
+        >>> speculative([r, RequestTiming(0.0, 8, success=True, output_len=9, spec_verify_ct=5, spec_correct=4,
+        ...                              spec_proposed=15)])
+        {'spec_accept_length': 2.3333333333333335, 'spec_accept_rate': 0.4444444444444444, 'spec_verify_ct': 4.5}
+    """
+    told = [r for r in ok if r.spec_verify_ct > 0]
+    if not told:
+        return {}
+    verifies = sum(r.spec_verify_ct for r in told)
+    proposed = sum(r.spec_proposed for r in told)
+    return {"spec_accept_length": sum(r.output_len for r in told) / verifies,
+            "spec_accept_rate": sum(r.spec_correct for r in told) / proposed if proposed else 0.0,
+            "spec_verify_ct": verifies / len(told)}
 
 
 def distinct(messages: Iterable[str], limit: int = 3) -> list[str]:

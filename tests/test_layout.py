@@ -66,7 +66,7 @@ FUNCTION_MAX_LINES = 60
 MODULES_OVER = {"load.client", "session", "settings"}
 FUNCTIONS_OVER = {
     "load.client.LoadRunner._run", "report.markdown.render",
-    "report.terminal.summary_lines", "servers.pool.ServerPool.get", "sim.args.build_parser", "sim.chat.handle_chat",
+    "report.terminal.summary_lines", "servers.pool.ServerPool.get", "sim.chat.handle_chat",
 }
 
 

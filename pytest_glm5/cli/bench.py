@@ -39,6 +39,9 @@ CHAT_COLUMNS = (
     ("TTFO p50 ms", "median_ttfo_ms", "{:.1f}"),
     ("think tok", "mean_reasoning_tokens", "{:.1f}"),
     ("in tok", "mean_input_tokens", "{:.1f}"),
+    # Speculative decoding: tokens a verify pass yields (SGLang's spec_accept_length) and drafts accepted.
+    ("accept len", "spec_accept_length", "{:.2f}"),
+    ("accept rate", "spec_accept_rate", "{:.3f}"),
 )
 
 
@@ -104,6 +107,10 @@ def workload_args(p: argparse.ArgumentParser) -> None:
                    help="replay a Mooncake trace (timestamp, input_length, output_length, hash_ids): its rows at "
                         "their timestamps (at --request-rate a second where given), lengths and shared blocks; "
                         "--num-prompts rows (default: all)")
+    p.add_argument("--dataset", default=None, metavar="NAME|JSONL",
+                   help="prompts of natural text sent as text (what speculative decoding is judged on): the bundled "
+                        "`natural` set, or a JSONL file in ShareGPT, MT-Bench or {\"prompt\": ...} shape; "
+                        "--input-len is then the set's own")
     p.add_argument("--turns", type=int_at_least(1), default=1,
                    help="multi-turn sessions: --num-prompts / N conversations of N turns, each prompt the "
                         "conversation so far plus --input-len new tokens (default: 1, single-turn)")
@@ -218,7 +225,7 @@ def workload(ns: argparse.Namespace, concurrency: int, num_prompts: int) -> Work
                     warmup=concurrency if ns.warmup is None else ns.warmup, seed=ns.seed, range_ratio=ns.range_ratio,
                     sampling=ns.sampling, thinking=None if ns.thinking is None else ns.thinking == "on",
                     request_rate=ns.request_rate, arrival=ns.arrival, burstiness=ns.burstiness, trace=ns.trace,
-                    duration_s=ns.duration, turns=ns.turns)
+                    duration_s=ns.duration, turns=ns.turns, dataset=ns.dataset)
 
 
 def whole_sessions(requests: int, turns: int) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..configs import ServerConfig
-from ..load.types import BEHIND, BenchResult, Workload, trace_identity
+from ..load.types import BEHIND, BenchResult, Workload, dataset_identity, trace_identity
 from ..settings import Settings
 from ..telemetry.energy import merged_power
 from . import admission, carry, decide, family, slo
@@ -62,6 +62,8 @@ def workload_of(workload: Workload) -> dict[str, object]:
            if k not in WORKLOAD_UNSET or getattr(workload, k) != WORKLOAD_UNSET[k]}
     if workload.trace:
         out["trace"] = trace_identity(workload.trace)
+    if workload.dataset:
+        out["dataset"] = dataset_identity(workload.dataset)
     return out
 
 

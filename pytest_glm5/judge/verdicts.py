@@ -223,11 +223,12 @@ class Verdict:
 
 
 WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "protocol", "range_ratio", "sampling", "thinking",
-                 "prefix_len", "prefix_groups", "request_rate", "arrival", "burstiness", "trace", "duration_s", "turns")
+                 "prefix_len", "prefix_groups", "request_rate", "arrival", "burstiness", "trace", "duration_s", "turns",
+                 "dataset")
 # Keys a workload leaves out at these values (recorded files and carried samples stay as they were).
 WORKLOAD_UNSET: dict[str, Any] = {"thinking": None, "prefix_len": 0, "prefix_groups": 1, "request_rate": None,
                                   "arrival": "poisson", "burstiness": 1.0, "trace": None, "duration_s": None,
-                                  "turns": 1}
+                                  "turns": 1, "dataset": None}
 # What a workload recorded before a key existed was measured with: fixed lengths, ids drawn one by one, no chat,
 # no shared prefix.
 WORKLOAD_LEGACY: dict[str, Any] = {"range_ratio": 1.0, "sampling": "uniform", **WORKLOAD_UNSET}
@@ -258,6 +259,8 @@ def describe_workload(workload: dict[str, Any] | None) -> str:
         think += f", trace {workload['trace']}"
     if workload.get("turns", 1) != 1:
         think += f", {workload['turns']} turns"
+    if workload.get("dataset"):
+        think += f", prompts {workload['dataset']}"
     if workload.get("duration_s"):
         think += f", {workload['duration_s']:g} s"
     return (f"c{workload.get('concurrency', '?')} {workload.get('input_len', '?')}/{workload.get('output_len', '?')} "

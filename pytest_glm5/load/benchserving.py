@@ -35,6 +35,7 @@ from typing import Any
 
 from .. import proxies
 from ..metrics import distinct
+from . import datasets
 from .client import make_prompts, output_lengths, prompt_text
 from .types import BenchError, Workload
 
@@ -248,14 +249,20 @@ def run(url: str, workload: Workload, source: Source | None = None, quiet: bool 
         prompts: list[Any] = make_prompts(workload, workload.num_prompts)
         outs = output_lengths(workload, workload.num_prompts)
         extra: dict[str, Any] = {}
-        if workload.protocol == "chat":
+        if workload.dataset is not None:  # the prompt set's text, as glm5 bench sends it
+            prompts = datasets.load(workload.dataset).take(workload.num_prompts)
+            if workload.protocol == "chat":
+                extra = {"chat_template_kwargs": {"enable_thinking": bool(workload.thinking)},
+                         "stream_options": {"include_usage": True}}
+        elif workload.protocol == "chat":
             # The words glm5 bench sends: the prompt less what the server's template adds, so both ask the same.
             with _direct(url):
                 template = _template_tokens(url, workload)
             prompts = [prompt_text(p[:max(1, len(p) - template)]) for p in prompts]
             extra = {"chat_template_kwargs": {"enable_thinking": bool(workload.thinking)},
                      "stream_options": {"include_usage": True}}
-        rows = [mod.DatasetRow(prompt=p, prompt_len=workload.input_len if isinstance(p, str) else len(p),
+        rows = [mod.DatasetRow(prompt=p, prompt_len=len(p) if not isinstance(p, str) else
+                               len(p.split()) if workload.dataset else workload.input_len,
                                output_len=n) for p, n in zip(prompts, outs, strict=True)]
         api = url.rstrip("/") + {"sglang": "/generate", "openai": "/v1/completions",
                                  "chat": "/v1/chat/completions"}[workload.protocol]

@@ -25,10 +25,10 @@ import orjson
 from .. import proxies
 from ..metrics import RequestTiming, compute_metrics, first_errors
 from ..settings import event_loop
-from . import servermetrics, trace, transport
+from . import datasets, servermetrics, trace, transport
 from .chatstream import ChatStream
 from .clientload import ClientMonitor
-from .types import BenchError, BenchResult, RequestShape, Unreachable, Workload
+from .types import BenchError, BenchResult, Prompt, RequestShape, Unreachable, Workload
 
 PREFLIGHT_TIMEOUT_S = 5.0
 _JSON = {"Content-Type": "application/json"}
@@ -79,6 +79,18 @@ def make_prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) 
         out = [groups[i % workload.prefix_groups] + [rng.randrange(lo, hi) for _ in range(len(p) - n)]
                for i, p in enumerate(out)]
     return out
+
+
+def _prompts(workload: Workload, count: int, salt: int = 0, nonce: int = 0) -> Sequence[Prompt]:
+    """A window's (or a warmup's) prompts: the prompt set's text where the workload names one (the warmup's from its
+    end, so the window's are new to the prefix cache), else generated token ids (make_prompts)."""
+    if workload.dataset is None:
+        return make_prompts(workload, count, salt, nonce)
+    try:
+        prompts = datasets.load(workload.dataset)
+    except datasets.DatasetError as exc:
+        raise BenchError(str(exc)) from None
+    return prompts.take(count, offset=len(prompts.prompts) - count if salt else 0)
 
 
 def _fresh(ids: list[int], nonce: int, group: int, lo: int, hi: int) -> list[int]:
@@ -195,18 +207,19 @@ def _trace_rows(workload: Workload) -> list[trace.Row]:
     return rows[:workload.num_prompts]
 
 
-def _payload(workload: Workload, prompt: list[int], output_len: int, model: str,
+def _payload(workload: Workload, prompt: Prompt, output_len: int, model: str,
              shape: RequestShape) -> tuple[str, dict[str, Any]]:
     if workload.protocol == "sglang":
         return "/generate", {
-            "input_ids": prompt,
+            **({"text": prompt} if isinstance(prompt, str) else {"input_ids": prompt}),
             "sampling_params": {"temperature": 0.0, "max_new_tokens": output_len, "ignore_eos": True},
             "stream": True,
         }
     if workload.protocol == "chat":
         # The template's own tokens are part of input_len, as usage.prompt_tokens counts them (AIPerf compensates
         # them the same way): the words sent are the rest.
-        parts = [prompt_text(part) for part in chat_words(prompt, workload, shape)]
+        parts = [prompt] if isinstance(prompt, str) else [
+            prompt_text(part) for part in chat_words(prompt, workload, shape)]
         messages = ([{"role": "user" if i % 2 == 0 else "assistant", "content": part} for i, part in enumerate(parts)]
                     if workload.turns > 1 else [{"role": "user", "content": " ".join(parts)}])
         chat: dict[str, Any] = {
@@ -218,12 +231,14 @@ def _payload(workload: Workload, prompt: list[int], output_len: int, model: str,
             "stream_options": {"include_usage": True},
             "chat_template_kwargs": {"enable_thinking": bool(workload.thinking)},
         }
+        if shape.spec_details:
+            chat["return_spec_tokens_details"] = True
         if shape.ignore_eos:
             chat["ignore_eos"] = True
         return "/v1/chat/completions", chat
     body: dict[str, Any] = {
         "model": model,
-        "prompt": prompt if shape.token_ids else prompt_text(prompt),
+        "prompt": prompt if shape.token_ids or isinstance(prompt, str) else prompt_text(prompt),
         "max_tokens": output_len,
         "temperature": 0.0,
         "stream": True,
@@ -281,19 +296,29 @@ class _Stream:
         count = int(meta.get("completion_tokens", self.tokens))
         if "cached_tokens" in meta:
             self.r.cached_tokens = int(meta["cached_tokens"])
+        if self.server_prompt_len and meta.get("prompt_tokens"):  # a text prompt: the server's count is the length
+            self.r.prompt_len = int(meta["prompt_tokens"])
+        if "spec_verify_ct" in meta:  # the last chunk that says it wins, as in bench_serving
+            self._spec(meta)
         if data.get("text"):
             if self.r.ttft == 0.0:
                 self.r.ttft = now - self.r.start
-            else:
-                delta = count - self.tokens
-                if delta > 0:
-                    gap = (now - self.last) / delta
-                    self.r.itl.extend([gap] * delta)
-            self.last = now
+                self.last = now
+            elif (delta := count - self.tokens) > 0:
+                # A chunk of n tokens (speculative decoding, a stream interval): n gaps of 1/n of its gap each. A
+                # chunk without new tokens moves no clock: bench_serving's gap runs on to the next one's.
+                self.r.itl.extend([(now - self.last) / delta] * delta)
+                self.last = now
         self.tokens = count
         fr = meta.get("finish_reason")
         if fr:
             self.r.finish_reason = fr.get("type") if isinstance(fr, dict) else str(fr)
+
+    def _spec(self, said: dict[str, Any]) -> None:
+        """SGLang's speculative figures of this request (meta_info, or chat's sglext.spec_tokens_details)."""
+        self.r.spec_verify_ct = int(said.get("spec_verify_ct") or 0)
+        self.r.spec_correct = int(said.get("spec_num_correct_drafts") or 0)
+        self.r.spec_proposed = int(said.get("spec_num_proposed_drafts") or 0)
 
     def _feed_openai(self, data: dict[str, Any], now: float) -> None:
         choices = data.get("choices") or []
@@ -323,6 +348,9 @@ class _Stream:
     def _feed_chat(self, data: dict[str, Any], now: float) -> None:
         assert self.chat is not None
         self.chat.feed(data, now)
+        spec = (data.get("sglext") or {}).get("spec_tokens_details")
+        if isinstance(spec, dict):  # SGLang's extension chunk, asked with return_spec_tokens_details
+            self._spec(spec)
         details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
         if "cached_tokens" in details:  # SGLang says it under --enable-cache-report
             self.r.cached_tokens = int(details["cached_tokens"])
@@ -401,6 +429,7 @@ class LoadRunner:
                     # there): the model we launched it with is the id, and the probe will tell if it is not.
                     self.model = self.model_hint
                     self.server_info = await self.fetch_server_info(session)
+                    self.shape.spec_details = bool(self.server_info.get("speculative_algorithm"))
                     return
                 if resp.status != 200:
                     raise BenchError(f"{self.url}/v1/models answered HTTP {resp.status}; is this an LLM server?")
@@ -413,6 +442,7 @@ class LoadRunner:
         if data:
             self.model = str(data[0].get("id", "default"))
         self.server_info = await self.fetch_server_info(session)
+        self.shape.spec_details = bool(self.server_info.get("speculative_algorithm"))
 
     async def _calibrate(self, session: aiohttp.ClientSession, workload: Workload, prompt: list[int],
                          counted: int) -> None:
@@ -487,7 +517,7 @@ class LoadRunner:
         return {}
 
     async def one(
-        self, session: aiohttp.ClientSession, workload: Workload, prompt: list[int], output_len: int,
+        self, session: aiohttp.ClientSession, workload: Workload, prompt: Prompt, output_len: int,
         scheduled: float | None = None, encoded: tuple[str, bytes] | None = None
     ) -> RequestTiming:
         """Send one streaming request (its path and body `encoded` before the window where given) and record what
@@ -495,10 +525,11 @@ class LoadRunner:
         server faults."""
         path, body = encoded or self.encode(workload, prompt, output_len)
         now = time.perf_counter()
-        rec = RequestTiming(start=scheduled if scheduled is not None else now, prompt_len=len(prompt),
+        rec = RequestTiming(start=scheduled if scheduled is not None else now, prompt_len=len(prompt) if isinstance(
+                                prompt, list) else len(prompt.split()),
                             asked=output_len, queued=max(0.0, now - scheduled) if scheduled is not None else 0.0)
         stream = _Stream(rec, workload.protocol, output_len)
-        stream.server_prompt_len = not self.shape.token_ids
+        stream.server_prompt_len = not self.shape.token_ids or isinstance(prompt, str)
         if not self._in_flight:
             self.last_progress = now  # the stall clock runs only while a request is owed a token
         self._in_flight += 1
@@ -526,12 +557,12 @@ class LoadRunner:
             self.tokens_total += rec.output_len
         return rec
 
-    def encode(self, workload: Workload, prompt: list[int], output_len: int) -> tuple[str, bytes]:
+    def encode(self, workload: Workload, prompt: Prompt, output_len: int) -> tuple[str, bytes]:
         """A request's path and JSON body as the shape the probe settled on sends it."""
         path, body = _payload(workload, prompt, output_len, self.model, self.shape)
         return path, orjson.dumps(body)
 
-    def encode_window(self, workload: Workload, prompts: list[list[int]], out_lens: list[int]
+    def encode_window(self, workload: Workload, prompts: Sequence[Prompt], out_lens: list[int]
                       ) -> list[tuple[str, bytes] | None]:
         """The window's bodies, built before it starts (a 32k-token chat prompt is ~4 ms of the client's CPU, ~6%
         of a long-input window at the rehearsal's time scale), up to PREBUILT_BYTES; the rest are built when sent."""
@@ -592,8 +623,8 @@ class LoadRunner:
         return await session.post(url, data=body, headers=_JSON, timeout=timeout, trace_request_ctx=rec)
 
     async def _phase(
-        self, session: aiohttp.ClientSession, workload: Workload, prompts: list[list[int]], output_len: int | list[int],
-        schedule: Sequence[float] = (), encoded: Sequence[tuple[str, bytes] | None] = ()
+        self, session: aiohttp.ClientSession, workload: Workload, prompts: Sequence[Prompt],
+        output_len: int | list[int], schedule: Sequence[float] = (), encoded: Sequence[tuple[str, bytes] | None] = ()
     ) -> list[RequestTiming]:
         records: list[RequestTiming | None] = [None] * len(prompts)
         # A worker takes a session and sends its turns one after another (a single-turn request is a session of one).
@@ -690,7 +721,7 @@ class LoadRunner:
         await self.probe(session, workload)
         if workload.warmup and not self.aborted:
             warm = await self._phase(
-                session, workload, make_prompts(workload, workload.warmup, salt=1), min(workload.output_len, 32)
+                session, workload, _prompts(workload, workload.warmup, salt=1), min(workload.output_len, 32)
             )
             if warm and not self.aborted and not any(r.success for r in warm):
                 raise BenchError(f"every warmup request failed: {first_errors(warm, 1)[0]}")
@@ -700,11 +731,11 @@ class LoadRunner:
         # A shared-prefix shape's prefixes are new to this run: nothing another scenario left in the cache serves it.
         nonce = random.SystemRandom().randrange(1, 2 ** 31) if workload.prefix_len or workload.turns > 1 else 0
         prompts = (trace.prompts(rows, workload.token_low, workload.token_high) if rows
-                   else make_prompts(workload, workload.num_prompts, nonce=nonce))
+                   else _prompts(workload, workload.num_prompts, nonce=nonce))
         ideal = trace.ideal_hit(rows) if rows else workload.ideal_prefix_hit(self.shape.template_tokens)
         # The server's counters around exactly the window, where a hit is asked of it: its cached and prompt tokens
         # say the hit even where its replies do not (chat without --enable-cache-report).
-        counted = servermetrics.snapshot(self.url) if ideal is not None else None
+        counted = servermetrics.snapshot(self.url) if ideal is not None or self.shape.spec_details else None
         out_lens = [r.output_length for r in rows] if rows else output_lengths(workload, workload.num_prompts)
         encoded = self.encode_window(workload, prompts, out_lens)
         started_at = time.time()
@@ -724,7 +755,9 @@ class LoadRunner:
         if "mean_input_tokens" in metrics and records:
             # What was asked of the prompts sent (a trace's rows or a range's draws differ from input_len), beside
             # what the server counted of them.
-            metrics["mean_input_tokens_asked"] = sum(len(p) for p in prompts[:len(records)]) / len(records)
+            # A prompt set's text is as long as the server counts it (its digest holds the text itself).
+            metrics["mean_input_tokens_asked"] = metrics["mean_input_tokens"] if workload.dataset else sum(
+                len(p) for p in prompts[:len(records)]) / len(records)
         sent = sorted(r.sent for r in records if r.sent)
         if gaps and len(sent) > 2:
             # What was asked (the drawn gaps) beside what the client kept: a cap that throttles sends, or a client
@@ -734,8 +767,14 @@ class LoadRunner:
                            arrival_cv=_cv([b - a for a, b in itertools.pairwise(sent)]),
                            arrival_rate_asked=len(drawn) / max(sum(drawn), 1e-9),
                            arrival_rate=(len(sent) - 1) / max(sent[-1] - sent[0], 1e-9))
+        after = servermetrics.snapshot(self.url) if counted else None
         if ideal is not None:
-            metrics.update(_hits(records, counted, servermetrics.snapshot(self.url) if counted else None, ideal))
+            metrics.update(_hits(records, counted, after, ideal))
+        if self.shape.spec_details:
+            metrics.update(servermetrics.accept_length(counted, after))
+            said = (await self.fetch_server_info(session)).get("internal_states") or [{}]
+            if isinstance(said[0], dict) and isinstance(said[0].get("avg_spec_accept_length"), int | float):
+                metrics["spec_accept_length_server"] = float(said[0]["avg_spec_accept_length"])
         return BenchResult(
             url=self.url,
             workload=workload,

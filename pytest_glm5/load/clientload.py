@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from ..metrics import THROUGHPUT_METRICS, percentile
+from ..metrics import ACCEPTANCE_METRICS, THROUGHPUT_METRICS, percentile
 
 # A timer every 100 ms, after 5 ms ones through the window's first 2 s. A timer's wake costs the client far more
 # than a token does on a VM (measured on a 2-core VM at one stream of 250 tokens/s: a 5 ms tick added 60 us of CPU
@@ -88,6 +88,8 @@ class ClientLoad:
     def share(self, metric: str, metrics: dict[str, float]) -> float | None:
         """The part of the client's delay that came from waiting for a CPU, as a share of the measured value (None:
         the metric is not one it distorts)."""
+        if metric in ACCEPTANCE_METRICS:
+            return None  # drafts accepted are the same however late the client reads them
         if metric in THROUGHPUT_METRICS:
             reference = metrics.get("mean_e2e_latency_ms", 0.0)
             cost = self.cost_ms("mean_e2e_latency_ms")

@@ -41,6 +41,21 @@ def snapshot(url: str, timeout: float = 5.0) -> dict[str, float] | None:
         return None
 
 
+def accept_length(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float]:
+    """Speculative decoding's accept length over a window by the server's own counters (its generated tokens over
+    its verify calls), where it counted verify calls in it.
+
+        >>> accept_length({"sglang:generation_tokens_total": 100, "sglang:spec_verify_calls_total": 40},
+        ...               {"sglang:generation_tokens_total": 400, "sglang:spec_verify_calls_total": 140})
+        {'spec_accept_length_counters': 3.0}
+    """
+    if before is None or after is None:
+        return {}
+    verifies = after.get("sglang:spec_verify_calls_total", 0.0) - before.get("sglang:spec_verify_calls_total", 0.0)
+    tokens = after.get("sglang:generation_tokens_total", 0.0) - before.get("sglang:generation_tokens_total", 0.0)
+    return {"spec_accept_length_counters": tokens / verifies} if verifies > 0 else {}
+
+
 @dataclass(frozen=True)
 class ServerView:
     """What the server counted over one measurement (probe and warmup included, as the client's totals are)."""

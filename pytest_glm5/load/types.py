@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from ..metrics import CDF_POINTS, RequestTiming, cdf_points, request_ms
+from . import datasets
 from .clientload import ClientLoad
+
+Prompt = list[int] | str  # token ids, or a prompt set's text (sent as text, counted by the server)
 
 # sglang: native /generate; openai: /v1/completions; chat: /v1/chat/completions (the chat template, thinking).
 PROTOCOLS = ("sglang", "openai", "chat")
@@ -79,6 +82,10 @@ class Workload:
     # and input_len new ones: the context grows and the prefix cache serves the turn before. At most `concurrency`
     # sessions at once; new to each run, like a shared prefix. 1: single-turn.
     turns: int = 1
+    # A prompt set of natural text (load/datasets.py: `natural`, bundled, or a JSONL path), sent as text, prompt after
+    # prompt; input_len is then the set's own. What speculative decoding is judged on (random ids make every draft a
+    # guess at noise). None: generated token ids.
+    dataset: str | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -129,6 +136,8 @@ class Workload:
                             "on|off): the server's default is not a workload")
         if self.protocol != "chat" and self.thinking is not None:
             problems.append(f"thinking applies to the chat protocol only, not {self.protocol!r}")
+        if self.dataset is not None and (self.trace is not None or self.prefix_len or self.turns > 1):
+            problems.append("a prompt set is its own prompts: no trace, prefix_len or turns with dataset")
         if self.sampling not in SAMPLINGS:
             problems.append(f"sampling must be one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
         if problems:
@@ -157,6 +166,8 @@ class Workload:
         if self.trace is not None:
             return f"c{self.concurrency} trace {self.trace} {self.protocol}{think}"
         turns = f" {self.turns} turns" if self.turns > 1 else ""
+        if self.dataset is not None:
+            return f"c{self.concurrency} {Path(self.dataset).stem}/{self.output_len} {self.protocol}{think}{loop}"
         return f"c{self.concurrency} {self.input_len}/{self.output_len} {self.protocol}{think}{loop}{turns}"
 
 
@@ -171,6 +182,7 @@ class RequestShape:
     # chat: tokens the server's tokenizer makes of one word the client sends (learned by the probe: a byte-level BPE
     # makes ~3 of "w123"); a prompt of n tokens goes as n / this many words
     tokens_per_word: float = 1.0
+    spec_details: bool = False  # chat: ask SGLang for its speculative figures (a server that decodes speculatively)
 
     @property
     def exact_lengths(self) -> bool:
@@ -278,3 +290,12 @@ def trace_identity(path: str | Path) -> str:
     except OSError:
         return p.name
     return f"{p.name}@{digest}"
+
+
+def dataset_identity(name: str) -> str:
+    """What a bound measured on a prompt set is keyed by: its name and content (`natural.jsonl@1a2b3c4d5e6f`; the
+    name alone where it cannot be read), so acceptance is compared only on the same text."""
+    try:
+        return datasets.load(name).identity
+    except datasets.DatasetError:
+        return Path(name).name

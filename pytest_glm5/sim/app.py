@@ -36,6 +36,7 @@ from .info import (
 )
 from .prefix import PrefixCache, blocks_of
 from .profile import Model, ProfileError, load_profile, resolve
+from .speculative import Speculative, resolve_speculative, rng_of, spec_meta
 
 OPENAI_COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options",
                             "stop", "seed", "logprobs", "echo", "presence_penalty", "frequency_penalty", "best_of",
@@ -100,6 +101,7 @@ class SimServer:
             print(f"sglang serve: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
         self.args = resolve_args(self.raw_args, self.model)
+        self.spec = self._speculative(ns)
         self.devices = visible_devices(int(self.model.gpu.get("count", 1)), os.environ.get("CUDA_VISIBLE_DEVICES"))
         # One speed factor per launch (median 1): what differs between two launches of the same server.
         launch_rng = random.Random(ns.sim_seed) if ns.sim_seed is not None else random.SystemRandom()
@@ -114,7 +116,7 @@ class SimServer:
         # SGLang's radix cache holds prompt prefixes in the KV pool unless --disable-radix-cache.
         off = self.args.get("disable_radix_cache") or ns.sim_prefix_cache_broken
         cache = None if off else PrefixCache(self.model.kv_capacity_tokens)
-        self.scheduler = Scheduler(self.model, seed=seed, cache=cache)
+        self.scheduler = Scheduler(self.model, seed=seed, cache=cache, spec=self.spec)
         self.engine = AsyncEngine(self.scheduler, self.scale, on_step=self._on_step,
                                   max_wakeups_per_s=ns.sim_max_chunk_rate)
         self.engine.hang_after_tokens = ns.sim_hang_after_tokens
@@ -137,6 +139,24 @@ class SimServer:
         self.gen_throughput = 0.0
         self.finished: deque[SimRequest] = deque(maxlen=100_000)  # for /sim/requests
         self.launch_command = "sglang serve " + shlex.join(argv)
+
+    def _speculative(self, ns: Any) -> Speculative | None:
+        """The launch's speculative decoding, resolved as SGLang resolves its flags (exit 2 where it refuses)."""
+        try:
+            spec = resolve_speculative(self.profile, self.args, accept_drop=ns.sim_accept_drop,
+                                       draft_slowdown=ns.sim_draft_slowdown, lossy=ns.sim_lossy_verify)
+        except ValueError as exc:
+            print(f"sglang serve: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        if spec is None:
+            return None
+        asked = self.args.get("speculative_num_draft_tokens")
+        if asked is not None and asked != spec.draft_tokens:
+            log.warning("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                        "speculative_eagle_topk == 1")
+        self.args.update(speculative_algorithm="EAGLE", speculative_num_steps=spec.steps,
+                         speculative_eagle_topk=spec.topk, speculative_num_draft_tokens=spec.draft_tokens)
+        return spec
 
     # -- logging like SGLang's scheduler -------------------------------------------------------
     def _on_step(self, step: Step, now: float) -> None:
@@ -180,6 +200,9 @@ class SimServer:
             stop_at = len(words) if words else self.scheduler.stop_point(max_new, ignore_eos)
         req = SimRequest(rid=uuid.uuid4().hex, prompt_len=prompt_len, max_new_tokens=max_new, stop_at=stop_at,
                          words=words, blocks=blocks_of(prompt) if self.scheduler.cache is not None else ())
+        if self.spec is not None:
+            said = text if text is not None else prompt
+            req.accept_p, req.spec_rng = self.spec.chance(said), rng_of(said)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         self.engine.submit(req)
@@ -295,9 +318,9 @@ async def handle_generate(request: web.Request, body: dict[str, Any], received: 
         if not body.get("stream"):
             await srv.wait_finished(req)
             req.sent_first_at = req.sent_last_at = time.perf_counter()
-            return web.json_response(_native_obj(req, plen, t0))
+            return web.json_response(_native_obj(req, plen, t0, srv.spec))
         resp, last = await sse.stream_tokens(request, srv, req, fault, interval,
-                                          lambda sent, n: [_native_obj(req, plen, t0)], stamp=True)
+                                          lambda sent, n: [_native_obj(req, plen, t0, srv.spec)], stamp=True)
         if last is not None:
             await resp.write_eof(last + sse.DONE)
         return resp
@@ -306,7 +329,7 @@ async def handle_generate(request: web.Request, body: dict[str, Any], received: 
         srv.in_flight -= 1
 
 
-def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
+def _native_obj(req: SimRequest, plen: int, t0: float, spec: Speculative | None = None) -> dict[str, Any]:
     ids, text = sse.pieces(req, 0, req.generated)
     meta: dict[str, Any] = {
         "id": req.rid,
@@ -316,6 +339,8 @@ def _native_obj(req: SimRequest, plen: int, t0: float) -> dict[str, Any]:
         "cached_tokens": req.cached,
         "weight_version": "default",
     }
+    if spec is not None:
+        meta.update(spec_meta(req, spec.draft_tokens))
     if req.finished:
         meta["e2e_latency"] = time.perf_counter() - t0
     return {"text": text, "output_ids": ids, "meta_info": meta}

@@ -98,12 +98,52 @@ def _env(env: Mapping[str, str], name: str, parse: Callable[[str], float], defau
         raise SystemExit(f"sglang serve: error: env {name} must be {what}, got {text!r}") from None
 
 
-def _env_factor(env: Mapping[str, str], name: str) -> float:
-    return _env(env, name, _positive, 1.0, "a number > 0")
+# A build's knobs: each a flag whose default a build's env sets (GLM5_SIM_ and the flag's name: a [build.X] env makes
+# a slow, a wrong or a lossy build). (flag, kind, metavar, help): a factor (> 0, default 1), a fraction ([0, 1),
+# default 0), a whole number (>= 0, default 0: off) or a switch.
+BUILD_KNOBS: tuple[tuple[str, str, str, str], ...] = (
+    ("--sim-slowdown", "factor", "F", "decode speed times F (0.8 = a 20%% slower decode), to inject a regression"),
+    ("--sim-prefill-slowdown", "factor", "F", "prefill speed times F (0.5 = prefill twice as slow, decode as "
+                                             "before): a regression of TTFT that throughput hides"),
+    ("--sim-reasoning-scale", "factor", "F", "the model thinks F times as long (0.8 = 20%% shorter reasoning, which "
+                                            "buys speed no user asked for)"),
+    ("--sim-prefix-cache-broken", "switch", "", "the prefix cache never hits, radix cache on (a build that broke "
+                                                "its matching)"),
+    ("--sim-garbage", "fraction", "RATE", "replace each generated token by a random one with chance RATE, at full "
+                                          "speed: a fast and wrong build"),
+    ("--sim-garbage-late", "fraction", "RATE", "the same, only in the second half of each reply (where the answer "
+                                               "is)"),
+    ("--sim-nondeterminism", "fraction", "P", "a share P of requests diverges at one late token to a near-tie word, "
+                                              "the answer kept (batch-variant kernels): no correctness alarm may "
+                                              "follow"),
+    ("--sim-changed-from", "whole", "N", "every reply longer than N words is changed from word N on, on every launch "
+                                         "(a systematic late change)"),
+    ("--sim-off-by-one", "switch", "", "every arithmetic answer is one more than the model's, all other text "
+                                       "unchanged"),
+    ("--sim-accept-drop", "fraction", "SHARE", "speculative decoding: each draft right with (1 - SHARE) times its "
+                                               "chance, at the same step cost (a build that accepts fewer drafts)"),
+    ("--sim-draft-slowdown", "factor", "F", "speculative decoding: draft passes at F times their speed (0.5 = "
+                                            "twice as slow)"),
+    ("--sim-lossy-verify", "fraction", "RATE", "speculative decoding: that share of accepted drafts is not the "
+                                               "target model's token (a verify that accepts wrong drafts: fast and "
+                                               "wrong)"),
+)
 
 
-def _env_fraction(env: Mapping[str, str], name: str) -> float:
-    return _env(env, name, _fraction, 0.0, "a fraction in [0, 1)")
+def _add_knob(group: argparse._ArgumentGroup, env: Mapping[str, str], flag: str, kind: str, metavar: str,
+              help_: str) -> None:
+    name = "GLM5_SIM_" + flag[len("--sim-"):].replace("-", "_").upper()
+    if kind == "switch":
+        group.add_argument(flag, action="store_true", default=env.get(name, "") not in ("", "0"),
+                           help=f"{help_}; default env {name}")
+        return
+    parse, default, what = {"factor": (_positive, 1.0, "a number > 0"), "fraction": (_fraction, 0.0,
+                                                                                     "a fraction in [0, 1)"),
+                            "whole": (_whole, 0.0, "a whole number >= 0")}[kind]
+    value = _env(env, name, parse, default, what)
+    group.add_argument(flag, type=int if kind == "whole" else parse,
+                       default=int(value) if kind == "whole" else value, metavar=metavar,
+                       help=f"{help_}; default env {name}, else {default:g}")
 
 
 def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
@@ -120,38 +160,8 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
                      help=f"performance profile: a bundled name or a TOML file (default {DEFAULT_PROFILE})")
     sim.add_argument("--sim-time-scale", type=_positive, default=1.0,
                      help="every modelled duration times S; 0.1 runs ten times faster")
-    sim.add_argument("--sim-slowdown", type=_positive, default=_env_factor(env, "GLM5_SIM_SLOWDOWN"),
-                     help="decode speed times F (0.8 = a 20%% slower decode), to inject a regression; default "
-                          "env GLM5_SIM_SLOWDOWN (a build's env makes a slow build), else 1")
-    sim.add_argument("--sim-prefill-slowdown", type=_positive, default=_env_factor(env, "GLM5_SIM_PREFILL_SLOWDOWN"),
-                     metavar="F", help="prefill speed times F (0.5 = prefill twice as slow, decode as before): a "
-                                       "regression of TTFT that throughput hides; default env "
-                                       "GLM5_SIM_PREFILL_SLOWDOWN, else 1")
-    sim.add_argument("--sim-reasoning-scale", type=_positive, default=_env_factor(env, "GLM5_SIM_REASONING_SCALE"),
-                     metavar="F", help="the model thinks F times as long (0.8 = 20%% shorter reasoning, which buys "
-                                       "speed no user asked for); default env GLM5_SIM_REASONING_SCALE, else 1")
-    sim.add_argument("--sim-prefix-cache-broken", action="store_true",
-                     default=env.get("GLM5_SIM_PREFIX_CACHE_BROKEN", "") not in ("", "0"),
-                     help="the prefix cache never hits, radix cache on (a build that broke its matching); default "
-                          "env GLM5_SIM_PREFIX_CACHE_BROKEN")
-    sim.add_argument("--sim-garbage", type=_fraction, default=_env_fraction(env, "GLM5_SIM_GARBAGE"), metavar="RATE",
-                     help="replace each generated token by a random one with chance RATE, at full speed: a fast "
-                          "and wrong build; default env GLM5_SIM_GARBAGE (a build's env makes a wrong build), else 0")
-    sim.add_argument("--sim-garbage-late", type=_fraction, default=_env_fraction(env, "GLM5_SIM_GARBAGE_LATE"),
-                     metavar="RATE", help="the same, only in the second half of each reply (where the answer is); "
-                                          "default env GLM5_SIM_GARBAGE_LATE, else 0")
-    sim.add_argument("--sim-nondeterminism", type=_fraction, default=_env_fraction(env, "GLM5_SIM_NONDETERMINISM"),
-                     metavar="P", help="a share P of requests diverges at one late token to a near-tie word, the "
-                                       "answer kept (batch-variant kernels): no correctness alarm may follow; "
-                                       "default env GLM5_SIM_NONDETERMINISM, else 0")
-    sim.add_argument("--sim-changed-from", type=int, default=int(_env(env, "GLM5_SIM_CHANGED_FROM", _whole, 0,
-                                                                       "a whole number >= 0")), metavar="N",
-                     help="every reply longer than N words is changed from word N on, on every launch (a systematic "
-                          "late change); default env GLM5_SIM_CHANGED_FROM, else 0 (off)")
-    sim.add_argument("--sim-off-by-one", action="store_true",
-                     default=env.get("GLM5_SIM_OFF_BY_ONE", "") not in ("", "0"),
-                     help="every arithmetic answer is one more than the model's, all other text unchanged; default "
-                          "env GLM5_SIM_OFF_BY_ONE")
+    for flag, kind, metavar, help_ in BUILD_KNOBS:
+        _add_knob(sim, env, flag, kind, metavar, help_)
     sim.add_argument("--sim-seed", type=int, default=None,
                      help="seed of the step noise, the faults and the launch's speed factor (unset: step noise and "
                           "faults use 0, and each launch draws its own factor, as real launches differ)")

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from . import sse
+from .speculative import spec_meta
 
 if TYPE_CHECKING:
     from .app import SimServer
@@ -162,6 +163,12 @@ async def handle_chat(request: web.Request, body: dict[str, Any], received: floa
                    completion_tokens_details={"reasoning_tokens": counted} if counted else None)
         return use
 
+    def sglext() -> dict[str, Any] | None:
+        """SGLang's extension: the speculative figures where the request asked for them (return_spec_tokens_details)."""
+        if srv.spec is None or not body.get("return_spec_tokens_details"):
+            return None
+        return {"spec_tokens_details": spec_meta(req, srv.spec.draft_tokens) or None}
+
     try:
         if not body.get("stream"):
             await srv.wait_finished(req)
@@ -173,7 +180,7 @@ async def handle_chat(request: web.Request, body: dict[str, Any], received: floa
                 "id": cid, "object": "chat.completion", "created": created, "model": model,
                 "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": req.finish_reason,
                              "matched_stop": None}],
-                "usage": usage()})
+                "usage": usage(), **({"sglext": ext} if (ext := sglext()) is not None else {})})
         async def role(resp: web.StreamResponse) -> None:
             await sse.write_event(resp, event({"role": "assistant", "content": ""}))
 
@@ -182,6 +189,8 @@ async def handle_chat(request: web.Request, body: dict[str, Any], received: floa
         if last is None:
             return resp
         last += sse.event(event({}, finish=req.finish_reason))
+        if (ext := sglext()) is not None:  # SGLang sends it after the finish, before the usage chunk
+            last += sse.event({**event({}, choices=False), "usage": None, "sglext": ext})
         options = body.get("stream_options") or {}
         if options.get("include_usage") or srv.args.get("stream_response_default_include_usage"):
             last += sse.event(event({}, use=usage(), choices=False))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from .prefix import PrefixCache
 from .profile import Model
+from .speculative import Speculative, wrong_word
 
 # Late steps within this many wall seconds are caught up by running the next ones back to back.
 CATCH_UP_S = 0.05
@@ -47,6 +48,10 @@ class SimRequest:
     words: list[str] | None = field(default=None, repr=False)  # a text prompt's reply (sim.answers); None: ids
     blocks: tuple[int, ...] = field(default=(), repr=False)  # its prompt's block hashes (sim.prefix)
     cached: int = 0  # prompt tokens the prefix cache held when it was admitted (their prefill skipped)
+    accept_p: float = 0.0  # speculative decoding: the chance each draft is right (sim.speculative)
+    spec_rng: random.Random | None = field(default=None, repr=False)  # its draws, from its prompt
+    verify_ct: int = 0  # verify passes (SGLang's spec_verify_ct)
+    correct_drafts: int = 0  # drafts accepted (spec_num_correct_drafts)
 
     @property
     def kv_tokens(self) -> int:
@@ -71,8 +76,17 @@ class Crash(Exception):
 class Scheduler:
     """SGLang-like continuous batching: FIFO admission under max-running and KV limits."""
 
-    def __init__(self, model: Model, seed: int = 0, cache: PrefixCache | None = None) -> None:
+    def __init__(self, model: Model, seed: int = 0, cache: PrefixCache | None = None,
+                 spec: Speculative | None = None) -> None:
         self.model = model
+        self.spec = spec  # None: no speculative decoding
+        self.spec_verify_total = 0  # verify passes over every request (sglang:spec_verify_calls_total)
+        self.spec_tokens_total = 0  # tokens those passes yielded
+        self.spec_last_length = 0.0  # the last decode step's mean accept length (the sglang:spec_accept_length gauge)
+        # Since the last /flush_cache, as SGLang's scheduler keeps them for avg_spec_accept_length (its flush_cache
+        # calls metrics_reporter.reset_metrics): tokens of verify passes (no prefill's first token) and the passes.
+        self.spec_flushed_tokens = 0
+        self.spec_flushed_verifies = 0
         self.cache = cache  # None: --disable-radix-cache
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
@@ -143,6 +157,11 @@ class Scheduler:
             tokens = sum(n for _, n in chunk)
             return Step("prefill", m.prefill_step_s(tokens) * self.noise_factor(), [r for r, _ in chunk], chunk)
         batch = list(self.running)
+        if self.spec is not None:
+            # The verify pass is a decode step over every draft token of the batch; the draft passes come before it.
+            speed = m.decode_factor * m.launch_factor
+            duration = (m.decode_step_s(len(batch) * self.spec.draft_tokens) + self.spec.draft_s(len(batch)) * speed)
+            return Step("decode", duration * self.noise_factor(), batch)
         duration = m.decode_step_s(len(batch)) * m.decode_steps * self.noise_factor()
         return Step("decode", duration, batch)
 
@@ -162,11 +181,16 @@ class Scheduler:
                     self._emit(r, 1)
                     touched.append(r)
         else:
+            yielded = 0
             for r in step.batch:
                 if r.aborted or r.finished:
                     continue
-                self._emit(r, self.model.decode_steps)
+                n = self._verify(r) if self.spec is not None else self.model.decode_steps
+                yielded += n
+                self._emit(r, n)
                 touched.append(r)
+            if self.spec is not None and touched:
+                self.spec_last_length = yielded / len(touched)
         for r in touched:
             if r.finished:
                 r.finished_at = now
@@ -174,6 +198,25 @@ class Scheduler:
                 self.kv_used -= r.kv_tokens
                 self.requests_total += 1
         return touched
+
+    def _verify(self, r: SimRequest) -> int:
+        """One verify pass of a request: the tokens it yields (its accepted drafts and the bonus token)."""
+        spec = self.spec
+        assert spec is not None
+        rng = r.spec_rng or self.rng
+        k = spec.accepted(rng, r.accept_p, r.stop_at - r.generated - 1)
+        if spec.lossy and r.words is not None:
+            # A lossy verify keeps a wrong draft now and then: the reply is no longer the target model's.
+            for at in range(r.generated, min(r.generated + k, len(r.words))):
+                if rng.random() < spec.lossy:
+                    r.words[at] = wrong_word(r.words[at], rng)
+        r.verify_ct += 1
+        r.correct_drafts += k
+        self.spec_verify_total += 1
+        self.spec_tokens_total += k + 1
+        self.spec_flushed_verifies += 1
+        self.spec_flushed_tokens += k + 1
+        return k + 1
 
     def _emit(self, r: SimRequest, n: int) -> None:
         n = min(n, r.stop_at - r.generated)
@@ -287,9 +330,11 @@ class AsyncEngine:
 
 
 def simulate_closed_loop(model: Model, concurrency: int, num_requests: int, input_len: int,
-                         output_len: int, seed: int = 0) -> dict[str, float]:
-    """Virtual-time closed loop (what `glm5 bench` would measure at time scale 1, client cost zero)."""
-    sched = Scheduler(model, seed)
+                         output_len: int, seed: int = 0, spec: Speculative | None = None,
+                         accept_p: float = 0.0) -> dict[str, float]:
+    """Virtual-time closed loop (what `glm5 bench` would measure at time scale 1, client cost zero); with `spec`,
+    every request's drafts right with chance `accept_p`."""
+    sched = Scheduler(model, seed, spec=spec)
     clock = 0.0
     issued = 0
     done = 0
@@ -298,13 +343,14 @@ def simulate_closed_loop(model: Model, concurrency: int, num_requests: int, inpu
     def issue() -> None:
         nonlocal issued
         req = SimRequest(rid=str(issued), prompt_len=input_len, max_new_tokens=output_len,
-                         stop_at=output_len, arrival=clock)
+                         stop_at=output_len, arrival=clock, accept_p=accept_p)
         issued += 1
         sched.submit(req)
 
     for _ in range(min(concurrency, num_requests)):
         issue()
     ttfts: list[float] = []
+    tokens = verifies = 0
     while done < num_requests:
         step = sched.next_step()
         if step is None:
@@ -316,9 +362,11 @@ def simulate_closed_loop(model: Model, concurrency: int, num_requests: int, inpu
             if r.finished:
                 done += 1
                 output += r.generated
+                tokens, verifies = tokens + r.generated, verifies + r.verify_ct
                 if issued < num_requests:
                     issue()
     return {
+        "spec_accept_length": tokens / verifies if verifies else 0.0,
         "duration": clock,
         "output_throughput": output / clock,
         "total_throughput": (output + done * input_len) / clock,

@@ -70,13 +70,17 @@ async def handle_model_info(request: web.Request) -> web.Response:
 async def handle_server_info(request: web.Request) -> web.Response:
     """GET /server_info: resolved args, launch command, version, and the emulator's own settings."""
     srv: SimServer = request.app["srv"]
+    s = srv.scheduler
     body = dict(srv.args)
     body.update({
         "launch_command": srv.launch_command,
         "version": SGLANG_VERSION,
         "startup_time": srv.startup_time,
         "status": srv.status,
-        "internal_states": [{"last_gen_throughput": srv.gen_throughput, "avg_spec_accept_length": None}],
+        "internal_states": [{"last_gen_throughput": srv.gen_throughput,
+                             "avg_spec_accept_length": (s.spec_flushed_tokens / s.spec_flushed_verifies
+                                                        if srv.spec is not None and s.spec_flushed_verifies
+                                                        else None)}],
         "max_total_num_tokens": srv.model.kv_capacity_tokens,
         "gpu": srv.model.gpu,
         "sim": {
@@ -114,6 +118,7 @@ async def handle_flush(request: web.Request) -> web.Response:
         return web.Response(status=400, text="Cache not flushed. Please check the server log for details.")
     if srv.scheduler.cache is not None:
         srv.scheduler.cache.flush()
+    srv.scheduler.spec_flushed_tokens = srv.scheduler.spec_flushed_verifies = 0  # SGLang resets its spec totals
     return web.Response(text="Cache flushed.\nPlease check backend logs for more details. "
                              "(When there are running or waiting requests, the operation will not be performed.)\n")
 
@@ -141,6 +146,9 @@ async def handle_metrics(request: web.Request) -> web.Response:
         ("sglang:sim_busy_seconds_total", "counter", e.busy_s_total),
         ("sglang:sim_coalesce_factor", "gauge", e.coalesce),
     ]
+    if srv.spec is not None:
+        rows += [("sglang:spec_accept_length", "gauge", s.spec_last_length),
+                 ("sglang:spec_verify_calls_total", "counter", s.spec_verify_total)]
     lines = []
     for name, kind, value in rows:
         lines += [f"# TYPE {name} {kind}", f"{name}{label} {float(value)}"]
