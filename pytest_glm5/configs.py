@@ -21,6 +21,9 @@ DEFAULT_KEYS = CONFIG_KEYS - {"description", "known_issue", "known_issue_phase",
 # The marker of a production cell (chat, shared prefixes, long inputs, a trace, capacity at an SLO): it runs only on
 # the configs that say `production = true`, the candidates to serve, since every cell costs minutes of each launch.
 PRODUCTION_MARKER = "production"
+# The marker of a speculative cell (natural text, acceptance): it runs on the configs that decode speculatively and on
+# the configs they compare to, so a speculative config and its lossless reference are judged on the same text.
+SPECULATIVE_MARKER = "speculative"
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a config name is a file-name part (logs) and a TOML key (baselines)
 PHASES = ("startup", "load")
 
@@ -50,6 +53,17 @@ class ServerConfig:
     expected_slower: bool = False  # a known cost: slower than compare_to is listed, not failed
     gpus: int | None = None  # GPUs its server uses, where the engine's flags do not say (leases.py)
     production: bool = False  # a candidate to serve: the suite's production cells run on it too
+
+    @property
+    def speculative(self) -> bool:
+        """Decodes speculatively (`speculative-algorithm` among its flags)."""
+        return any(k.lstrip("-") == "speculative-algorithm" and v not in (None, False) for k, v in self.flags.items())
+
+    @property
+    def lossless_reference(self) -> str:
+        """The config whose replies this one's must equal under greedy decoding: a speculative config's compare_to
+        (the same model without drafts), else itself."""
+        return self.compare_to if self.speculative and self.compare_to else self.name
 
     def issue_at(self, concurrency: int | None) -> str | None:
         """The known issue a test of this config at this concurrency hits (it must fail: strict xfail), or None."""
@@ -157,9 +171,17 @@ def load_configs(path: Path, engines: Collection[str] = ()) -> dict[str, ServerC
         if cfg.compare_to is not None and cfg.compare_to != name and cfg.compare_to not in out:
             raise ConfigError(f"{path}: [config.{name}]: compare_to {cfg.compare_to!r} is not a config; known: "
                               f"{', '.join(out)}")
+        if cfg.speculative and (cfg.compare_to in (None, name) or out[str(cfg.compare_to)].speculative):
+            raise ConfigError(f"{path}: [config.{name}]: a speculative config compares to the same model without "
+                              "speculative decoding (its replies must equal that one's under greedy decoding): set "
+                              f"compare_to to such a config, got {cfg.compare_to!r}")
     return out
 
 
 def configs_for(configs: dict[str, ServerConfig], markers: Collection[str]) -> list[str]:
-    """The configs a test of these markers runs on: all, or for a production cell those with `production = true`."""
-    return [n for n, c in configs.items() if c.production or PRODUCTION_MARKER not in markers]
+    """The configs a test of these markers runs on: all; for a production cell those with `production = true`; for
+    a speculative cell the speculative configs and the configs they compare to."""
+    references = {c.compare_to for c in configs.values() if c.speculative}
+    return [n for n, c in configs.items()
+            if (c.production or PRODUCTION_MARKER not in markers)
+            and (c.speculative or n in references or SPECULATIVE_MARKER not in markers)]

@@ -281,14 +281,17 @@ def speculative(ok: Sequence[RequestTiming]) -> dict[str, float]:
         ...                              spec_proposed=15)])
         {'spec_accept_length': 2.3333333333333335, 'spec_accept_rate': 0.4444444444444444, 'spec_verify_ct': 4.5}
     """
+    out: dict[str, float] = {}
     told = [r for r in ok if r.spec_verify_ct > 0]
-    if not told:
-        return {}
-    verifies = sum(r.spec_verify_ct for r in told)
-    proposed = sum(r.spec_proposed for r in told)
-    return {"spec_accept_length": sum(r.output_len for r in told) / verifies,
-            "spec_accept_rate": sum(r.spec_correct for r in told) / proposed if proposed else 0.0,
-            "spec_verify_ct": verifies / len(told)}
+    if told:
+        verifies = sum(r.spec_verify_ct for r in told)
+        out.update(spec_accept_length=sum(r.output_len for r in told) / verifies)
+    drafted = [r for r in ok if r.spec_proposed > 0]  # llama.cpp says its drafts, not its verify passes
+    if drafted:
+        out["spec_accept_rate"] = sum(r.spec_correct for r in drafted) / sum(r.spec_proposed for r in drafted)
+    if told:
+        out["spec_verify_ct"] = verifies / len(told)
+    return out
 
 
 def distinct(messages: Iterable[str], limit: int = 3) -> list[str]:

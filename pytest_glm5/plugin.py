@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import pytest
 
 from . import hookspecs, roles
-from .configs import PRODUCTION_MARKER, configs_for
+from .configs import PRODUCTION_MARKER, SPECULATIVE_MARKER, configs_for
 from .judge.gate import PerfGate
 from .load.types import BenchResult
 from .perf.fixture import Perf, PerfContext
@@ -93,6 +93,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{PRODUCTION_MARKER}: a production cell (chat, shared prefixes, long inputs, a trace, capacity at "
                    "an SLO): runs only on the configs with `production = true`")
+    config.addinivalue_line(
+        "markers", f"{SPECULATIVE_MARKER}: a speculative cell (natural text, acceptance): runs on the configs that "
+                   "decode speculatively and on the configs they compare to")
     for marker, cc in session.gated_markers.items():
         config.addinivalue_line(
             "markers", f"{marker}: needs compute capability {cc} GPUs (NVML); runs anyway with --glm5-sim or "

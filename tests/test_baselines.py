@@ -48,6 +48,9 @@ def store(tmp_path: Path, text: str) -> BaselineStore:
     ("[costs.tp8]\nload_s = 1e300\n", "[costs.tp8]: load_s must be a finite number >= 0 and <= 604800"),
     ("[costs.tp8]\nmeasure_s = -1\n", "[costs.tp8]: measure_s must be a finite number >= 0"),
     ("costs = 5\n", "costs must be a table of [costs.CONFIG] tables"),
+    ("[targets.single]\noutput_tput = 100\n", "[targets.single]: 'output_tput' is not a known metric name"),
+    ("[targets.single]\noutput_throughput = -1\n", "[targets.single]: target must be a finite number > 0"),
+    ("targets = 5\n", "targets must be a table of [targets.SCENARIO] tables"),
 ])
 def test_validation_names_file_table_and_key(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(BaselineError) as exc:
@@ -61,6 +64,17 @@ def test_an_slo_point_that_no_request_met_is_recorded_as_zero(tmp_path: Path) ->
     s = store(tmp_path, "[tp8.c64.slo_attainment]\nfloor = 0.0\nlaunches = [0.0, 0.0]\n"
                         "[tp8.cap.slo_capacity]\nfloor = 0\n")
     assert s.bound("tp8", "c64", "slo_attainment").value == 0.0  # type: ignore[union-attr]
+
+
+def test_a_target_for_every_config_unless_an_entry_sets_its_own(tmp_path: Path) -> None:
+    """The campaign's 100 tok/s is the box's aim, whichever config reaches it: [targets] sets it once."""
+    s = store(tmp_path, "[targets.natural-single]\noutput_throughput = 100\n"
+                        "[tp8.natural-single.output_throughput]\nfloor = 10\n"
+                        "[mtp.natural-single.output_throughput]\nfloor = 22\ntarget = 150\n"
+                        "[tp8.other.output_throughput]\nfloor = 10\n")
+    assert [s.bound(c, sc, "output_throughput").target  # type: ignore[union-attr]
+            for c, sc in (("tp8", "natural-single"), ("mtp", "natural-single"), ("tp8", "other"))] == [100, 150, None]
+    assert not s.has_config("targets") and {c for c, *_ in s.entries()} == {"tp8", "mtp"}
 
 
 def test_verdicts_floor_and_ceiling() -> None:

@@ -71,3 +71,17 @@ def test_a_real_run_page_with_telemetry_and_its_history(pytester: pytest.Pyteste
     assert opened.expected == opened.drawn == 7 + 4
     assert min(opened.inked) > 500, opened.inked
     assert opened.table_rows[0].startswith("regression"), opened.table_rows
+
+
+@pytest.mark.slow
+def test_the_frontier_puts_speculative_and_plain_configs_on_one_chart(pytester: pytest.Pytester) -> None:
+    from test_speculative_run import CONFIGS, POINT
+
+    write_configs(pytester, CONFIGS)
+    pytester.makepyfile(POINT)
+    assert pytester.runpytest("--glm5-html", "r.html").ret == 0
+    opened = open_page(pytester.path / "r.html")
+    assert opened.errors == [] and opened.outside == []
+    assert opened.expected == opened.drawn == len(opened.inked) and min(opened.inked) > 500, opened.inked
+    (frontier,) = [x for x in opened.legends if "frontier" in x]
+    assert frontier == ["tok/s per user", "plain", "mtp (speculative)", "frontier"], frontier

@@ -242,3 +242,29 @@ def test_chat_prompts_hold_their_length_on_a_real_tokenizer(gguf_model: Path, tm
     finally:
         stop(handle, timeout=10)
     assert llama_procs(gguf_model) == []
+
+
+@pytest.mark.slow
+def test_acceptance_read_from_a_real_engines_speculative_decoding(gguf_model: Path, tmp_path: Path) -> None:
+    """llama.cpp drafts with a second model (`--spec-type draft-simple -md`) and says what it drafted and accepted
+    in each reply's timings: the target as its own draft accepts every draft under greedy decoding, another model's
+    draft (other random weights) far fewer, and the replies are the target's either way (lossless)."""
+    from pytest_glm5.testing.tinymodel import write_gguf
+
+    engine = _engine()
+    other = write_gguf(tmp_path / "other.gguf", weights_seed=1)  # the same tokenizer, other weights
+    wl = Workload(concurrency=2, num_prompts=6, input_len=16, output_len=48, protocol="openai", warmup=0)
+    got = {}
+    for name, draft in (("self", gguf_model), ("other", other)):
+        cfg = ServerConfig(name, engine="llamacpp", flags={"slots": 2, "slot-tokens": 256, "spec-type": "draft-simple",
+                                                          "model-draft": str(draft), "spec-draft-n-max": 4})
+        handle = launch(cfg, engine, str(gguf_model), tmp_path, startup_timeout=60)
+        try:
+            got[name] = run_workload(handle.url, wl)
+        finally:
+            stop(handle, timeout=10)
+    assert got["self"].failed == got["other"].failed == 0
+    assert got["self"].metrics["spec_accept_rate"] == 1.0
+    assert got["other"].metrics["spec_accept_rate"] < 0.5
+    assert all(r.spec_proposed > 0 for r in got["self"].records)
+    assert llama_procs(gguf_model) == []

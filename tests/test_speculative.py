@@ -186,3 +186,24 @@ def test_bench_serving_agrees_on_multi_token_chunks_within_2_percent(sim_factory
     verifies = ours["spec_verify_ct"]
     assert ours["spec_accept_length"] == pytest.approx(theirs["accept_length"] * (verifies + 1 / theirs[
         "accept_length"]) / verifies, rel=0.02)
+
+
+def test_speculative_cells_run_on_speculative_configs_and_their_references(tmp_path: Path) -> None:
+    from pytest_glm5.configs import ConfigError, configs_for, load_configs
+
+    path = tmp_path / "configs.toml"
+    base = '[config.tp8]\nflags = {}\n[config.ep8]\nflags = {}\n'
+    path.write_text(base + '[config.mtp]\ncompare_to = "tp8"\nflags = { speculative-algorithm = "EAGLE" }\n')
+    configs = load_configs(path)
+    assert configs["mtp"].speculative and not configs["tp8"].speculative
+    assert configs["mtp"].lossless_reference == "tp8" and configs["tp8"].lossless_reference == "tp8"
+    assert configs_for(configs, ["speculative"]) == ["tp8", "mtp"]
+    assert configs_for(configs, []) == ["tp8", "ep8", "mtp"]
+    for bad, said in (('[config.mtp]\nflags = { speculative-algorithm = "EAGLE" }\n', "got None"),
+                      ('[config.mtp]\ncompare_to = "m2"\nflags = { speculative-algorithm = "EAGLE" }\n'
+                       '[config.m2]\ncompare_to = "tp8"\nflags = { speculative-algorithm = "EAGLE" }\n', "got 'm2'")):
+        path.write_text(base + bad)
+        with pytest.raises(ConfigError, match="a speculative config compares to the same model without"):
+            load_configs(path)
+        with pytest.raises(ConfigError, match=said):
+            load_configs(path)

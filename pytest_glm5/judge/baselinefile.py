@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import math
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,10 @@ COST_KEYS: dict[str, type | tuple[type, ...]] = {"load_s": (int, float), "measur
                                                  "launches": int, "source": str, "updated": (str, dt.date),
                                                  "provenance": dict, "canary_s": (int, float),
                                                  "accuracy_s": (int, float), "questions": int}
-RESERVED = ("defaults", COSTS)
+# [targets.SCENARIO]: METRIC = value, where the work is heading for every config of this hardware (the campaign's 100
+# tok/s single stream): shown against each config's figure, never judged; an entry's own `target` wins.
+TARGETS = "targets"
+RESERVED = ("defaults", COSTS, TARGETS)
 # Every number of a baselines file is finite and in its range: a `floor = nan` passed every value, a `floor = -5`
 # read as a -20354% change. The range per key, as (low, low included, high): a bound and a recorded value are
 # positive; a launch cost above a week is a typo (a night is 8 hours).
@@ -72,6 +76,7 @@ def validate(path: Path, doc: dict[str, Any]) -> None:
     _defaults(path, doc.get("defaults", {}))
     _costs(path, doc.get(COSTS, {}))
     known = known_metric_names()
+    _targets(path, doc.get(TARGETS, {}), known)
     for config, scenarios in doc.items():
         if config in RESERVED:
             continue
@@ -101,6 +106,19 @@ def _defaults(path: Path, defaults: Any) -> None:
             _check_tolerance(path, "[defaults]", value)
         if key == "latency_slack_ms":
             _in_range(path, "[defaults]", key, value)
+
+
+def _targets(path: Path, targets: Any, known: Collection[str]) -> None:
+    if not isinstance(targets, dict):
+        raise BaselineError(f"{path}: {TARGETS} must be a table of [targets.SCENARIO] tables, got {targets!r}")
+    for scenario, metrics in targets.items():
+        if not isinstance(metrics, dict):
+            raise BaselineError(f"{path}: [targets.{scenario}] must be a table of METRIC = target")
+        for metric, value in metrics.items():
+            if metric not in known:
+                raise BaselineError(f"{path}: [targets.{scenario}]: {metric!r} is not a known metric name (see "
+                                    "pytest_glm5/metrics.py)")
+            _in_range(path, f"[targets.{scenario}]", "target", value)
 
 
 def _costs(path: Path, costs: Any) -> None:

@@ -33,7 +33,7 @@ from ..metrics import (
     summarize_repeats,
 )
 from ..textfiles import SHARED_MODE, atomic_write, read_utf8
-from .baselinefile import COSTS, RESERVED, validate
+from .baselinefile import COSTS, RESERVED, TARGETS, validate
 from .baselinefile import BaselineError as BaselineError  # re-exported: every reader of a store catches it
 from .verdicts import (
     Bound,
@@ -121,9 +121,14 @@ class BaselineStore:
                      float(entry["measured"]) if "measured" in entry else None, str(entry.get("source", "")),
                      slack, dict(workload) if workload is not None else None,
                      tuple(float(x) for x in entry.get("launches", [])),
-                     float(entry["target"]) if "target" in entry else None,
+                     self._target(entry, scenario, metric),
                      tuple(float(x) for x in entry.get("cdf", [])),
                      _power_of(entry.get("provenance")), str((entry.get("provenance") or {}).get("build", "")))
+
+    def _target(self, entry: Any, scenario: str, metric: str) -> float | None:
+        """The entry's own target, else the file's for this scenario and metric ([targets]), else None."""
+        target = entry.get("target", self.doc.get(TARGETS, {}).get(scenario, {}).get(metric))
+        return float(target) if target is not None else None
 
     def widened(self) -> list[str]:
         """`config.scenario.metric` of each entry whose tolerance was widened from noise (ignored: the default

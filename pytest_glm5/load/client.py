@@ -336,6 +336,9 @@ class _Stream:
         timings = data.get("timings")
         if isinstance(timings, dict):
             self.r.server_timings = {k: float(v) for k, v in timings.items() if isinstance(v, int | float)}
+            if timings.get("draft_n"):  # llama.cpp's speculative decoding: drafts proposed and accepted
+                self.r.spec_proposed = int(timings["draft_n"])
+                self.r.spec_correct = int(timings.get("draft_n_accepted") or 0)
         usage = data.get("usage")
         if usage is not None and not isinstance(usage, dict):
             raise TypeError(f"usage is {type(usage).__name__}, not an object")

@@ -12,7 +12,7 @@ A set is a JSONL file, one prompt a line, in any of the shapes the field ships:
     >>> s = parse(['{"prompt": "Why is the sky blue?"}', '', '{"turns": ["Name three rivers.", "And two more."]}'],
     ...           "mine.jsonl")
     >>> s.prompts, s.identity
-    (('Why is the sky blue?', 'Name three rivers.'), 'mine.jsonl@2d5d7b1f1a0c')
+    (('Why is the sky blue?', 'Name three rivers.'), 'mine.jsonl@e2a9e8781792')
     >>> parse(['{"conversations": [{"from": "gpt", "value": "Hi"}]}'], "bad.jsonl")
     Traceback (most recent call last):
     ...

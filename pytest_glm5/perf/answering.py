@@ -64,6 +64,7 @@ class LaunchAnswers:
     replies: list[Reply] = field(default_factory=list, repr=False)
     right: list[bool] = field(default_factory=list, repr=False)
     tokens: list[int] = field(default_factory=list, repr=False)
+    held_to: str = ""  # whose canary replies this launch's were held to (a speculative config: its lossless one)
 
     @property
     def invalid(self) -> str | None:
@@ -200,7 +201,7 @@ class Answering:
         model = str(server.server_info().get("served_model_name") or server.model or "default")
         if self.canary_on:
             t0 = time.monotonic()
-            self._canary(server.url, protocol, model, store, done)
+            self._canary(server.url, protocol, model, store, done, server.config.lossless_reference)
             done.canary_s = time.monotonic() - t0
         if first and self.questions:
             t0 = time.monotonic()
@@ -222,7 +223,10 @@ class Answering:
             out[config] = timed
         return out
 
-    def _canary(self, url: str, protocol: str, model: str, store: AnswerStore, done: LaunchAnswers) -> None:
+    def _canary(self, url: str, protocol: str, model: str, store: AnswerStore, done: LaunchAnswers,
+                held_to: str | None = None) -> None:
+        """Ask the canary and hold the replies to `held_to`'s: the config's own, or for a speculative config the
+        same model's without drafts (lossless: under greedy decoding its tokens are the target model's)."""
         replies = ask(url, protocol, canary.PROMPTS, canary.MAX_TOKENS, model, concurrency=len(canary.PROMPTS),
                       timeout_s=self.timeout_s)
         failed = [r.error for r in replies if r.error]
@@ -230,16 +234,21 @@ class Answering:
             done.canary_note = f"canary not run: {len(failed)} of {len(replies)} prompts failed ({failed[0]})"
             return
         done.replies = replies
+        held_to = done.held_to = held_to or done.config
         unit = unit_of(replies)
-        recorded = store.canary(done.config)
-        if recorded and store.canary_asked(done.config) != canary.asked_id():
+        recorded = store.canary(held_to)
+        if recorded and store.canary_asked(held_to) != canary.asked_id():
             done.canary_note = ("canary: the reference replies answered other prompts (recorded by another version); "
                                 "not compared: record them again with --update-baselines")
             return
-        reference = recorded if store.canary_unit(done.config) == unit else []
+        reference = recorded if store.canary_unit(held_to) == unit else []
+        if not reference and held_to != done.config:
+            # The night its lossless reference is first recorded: that config's launches of tonight are the target's.
+            reference = [[list(r.pieces) for r in a.replies] for a in self.launches.values()
+                         if a.config == held_to and a.replies and a.invalid is None and unit_of(a.replies) == unit]
         if not reference:
-            done.canary_note = ("canary: no reference replies yet (recorded with --update-baselines; 5 launches "
-                                "calibrate it)")
+            done.canary_note = (f"canary: no reference replies of {held_to} yet (recorded with --update-baselines; 5 "
+                                "launches calibrate it)")
             return
         rule = canary.calibrate(reference)
         checked = canary.check(rule, reference[0], [r.pieces for r in replies], unit=unit)
@@ -290,14 +299,17 @@ class Answering:
                 continue
             written[store.path] = store
             for a in launches:
-                if a.replies:
+                if a.replies and a.held_to in ("", config):  # a speculative config's are held to another's
                     store.add_canary(config, [list(r.pieces) for r in a.replies], unit_of(a.replies),
                                      canary.asked_id())
                 if a.right and self.questions:
                     store.set_accuracy(config, self.accuracy_name, [q.id for q in self.questions], a.right, a.tokens)
+            held = next((a.held_to for a in launches if a.held_to not in ("", config)), None)
             kept = len(store.canary(config))
-            out.append(f"{config}: answers recorded in {store.path.name} (canary: {kept} reference launches"
-                       f"{'' if kept >= canary.MIN_LAUNCHES else f'; {canary.MIN_LAUNCHES} calibrate it'})")
+            out.append(f"{config}: answers recorded in {store.path.name} (canary: "
+                       + (f"held to {held}'s replies, the same model without drafts)" if held else
+                          f"{kept} reference launches"
+                          f"{'' if kept >= canary.MIN_LAUNCHES else f'; {canary.MIN_LAUNCHES} calibrate it'})"))
         for store in written.values():
             mine = sorted(store.changed)
             try:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..judge.verdicts import Kind
 from ..metrics import geometric_mean, latency_family
-from . import power
+from . import frontier, power
 from .exports import write_text
 from .markdown import change_text, order, target_text
 
@@ -207,7 +207,8 @@ def page_data(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), hist
     data = {"run": doc.get("run") or {}, "outcome": doc.get("outcome") or {}, "counts": counts,
             "crashes": len([c for c in configs if c["crash"]]),
             "verdicts": [_compact_verdict(d) for d in verdicts], "configs": configs,
-            "history": _history(analyses), "history_note": history_note}
+            "history": _history(analyses), "history_note": history_note,
+            "frontier": frontier.page(doc.get("results", []))}
     return _fit(data, {d["config"] for d in verdicts if d["verdict"] in (Kind.INVALID, Kind.REGRESSION)})
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..judge.verdicts import Kind, times
+from ..metrics import higher_is_better
 from . import power
 
 LIMIT = 64 * 1024
@@ -51,12 +52,14 @@ def bound_text(d: dict[str, Any]) -> str:
 
 
 def target_text(d: dict[str, Any]) -> str:
-    """`target 100 tok/s (9.7x to go)`; '' without a target."""
+    """`target 100 tok/s (42% of it, 2.4x to go)`; '' without a target."""
     b = d.get("bound") or {}
     if b.get("target") is None:
         return ""
     go = d.get("to_go")
-    left = "reached" if go is not None and go <= 1 else f"{times(go)} to go" if go else ""
+    share = f"{100 * d['measured'] / b['target']:.0f}% of it, " if higher_is_better(d.get("metric", "")) and \
+        isinstance(d.get("measured"), int | float) and b["target"] else ""
+    left = "reached" if go is not None and go <= 1 else f"{share}{times(go)} to go" if go else ""
     return f"target {number(b['target'])} {d.get('unit', '')} ({left})".replace(" ()", "")
 
 

@@ -65,7 +65,11 @@ def analyse(series: Sequence[Series]) -> list[Analysis]:
 
 
 def target_line(value: float, target: float | None, metric: str, drift: float | None) -> str:
-    """`target 100 tok/s: 9.7x to go, +1.2% per run (about 190 runs at this pace)`; '' without a target."""
+    """`target 100 tok/s: 10% of it, 9.7x to go, +1.2% per run (about 190 runs at this pace)`; '' without a target.
+
+        >>> target_line(42.1, 100.0, "output_throughput", None)
+        'target 100.00 tok/s: 42% of it, 2.4x to go'
+    """
     if target is None or value <= 0:
         return ""
     unit = unit_of(metric)
@@ -82,7 +86,8 @@ def target_line(value: float, target: float | None, metric: str, drift: float | 
             pace += f" (about {runs:.0f} runs at this pace)"
         else:
             pace += " (not heading there)"
-    return f"target {fmt(target)}{unit}: {times(factor)} to go{pace}"
+    share = f"{100 * value / target:.0f}% of it, " if up else ""
+    return f"target {fmt(target)}{unit}: {share}{times(factor)} to go{pace}"
 
 
 def lines(analyses: Sequence[Analysis]) -> list[str]:

@@ -19,7 +19,7 @@ What the emulator models, and why:
 
 >>> spec = Speculative(steps=3, topk=1, draft_tokens=4, draft_base_s=0.004, draft_token_s=2e-5,
 ...                    p_natural=0.8, p_random=0.3, jitter=0.0)
->>> round(spec.chance("The quick brown fox jumps over the lazy dog."), 3), spec.chance([17, 4242, 99])
+>>> round(spec.chance("The quick brown fox jumps over the lazy dog."), 3), round(spec.chance([17, 4242, 99]), 3)
 (0.8, 0.3)
 >>> round(spec.expected_length(0.8), 3)
 2.952

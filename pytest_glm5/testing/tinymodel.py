@@ -76,8 +76,9 @@ def _weights(shape: Shape, seed: int) -> dict[str, Any]:
     return w
 
 
-def write_gguf(path: Path, seed: int = 0, shape: Shape = Shape()) -> Path:
-    """Write the tiny model as GGUF (fp32, about 0.9 MB) and return its path."""
+def write_gguf(path: Path, seed: int = 0, shape: Shape = Shape(), weights_seed: int | None = None) -> Path:
+    """Write the tiny model as GGUF (fp32, about 0.9 MB) and return its path; `weights_seed` (default `seed`) draws
+    other weights under the same tokenizer: a draft model a speculative engine accepts beside the target."""
     import gguf
 
     tok = train_tokenizer(seed, shape.vocab)
@@ -107,7 +108,7 @@ def write_gguf(path: Path, seed: int = 0, shape: Shape = Shape()) -> Path:
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     w.add_add_bos_token(False)
-    for name, tensor in _weights(shape, seed).items():
+    for name, tensor in _weights(shape, seed if weights_seed is None else weights_seed).items():
         w.add_tensor(name, tensor)
     w.write_header_to_file()
     w.write_kv_data_to_file()

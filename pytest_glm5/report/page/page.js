@@ -196,6 +196,32 @@
       axes: [{ label: "run", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] }, { label: s.u, size: 70 }] }, data, t);
   }
 
+  // --- the serving frontier: output tok/s per GPU against tok/s per user, every config on one chart a workload
+  function frontierChart(t, f) {
+    const names = [...new Set(f.points.map(p => p.config))];
+    const sorted = ps => [...ps].sort((a, b) => a.per_user - b.per_user);
+    const parts = names.map(n => { const ps = sorted(f.points.filter(p => p.config === n)); return [ps.map(p => p.per_user), ps.map(p => p.per_gpu)]; });
+    const edge = sorted(f.frontier);
+    parts.push([edge.map(p => p.per_user), edge.map(p => p.per_gpu)]);
+    const series = [{ label: "tok/s per user" }, ...names.map((n, i) => {
+      const spec = f.points.some(p => p.config === n && p.speculative);
+      return dots(n + (spec ? " (speculative)" : ""), COLORS[i % COLORS.length]);
+    }), line("frontier", "#344054", { dash: [6, 4], width: 1.5 })];
+    new uPlot({ width: width(t), height: 280, scales: { x: { time: false, distr: 3 }, y: { distr: 3 } }, series,
+      axes: [{ label: "tok/s per user (1000 / mean TPOT, log scale)" }, { label: "output tok/s per GPU (log scale)", size: 70 }] },
+      uPlot.join(parts), t);
+  }
+  if (D.frontier && D.frontier.length) {
+    const fr = el("section", { id: "frontier" }, el("h2", { text: "Serving frontier" }));
+    const fg = el("div", { class: "grid" });
+    fr.append(fg);
+    document.getElementById("verdicts").after(fr);
+    for (const f of D.frontier) {
+      const best = f.frontier.map(p => `${p.config} c${p.concurrency}`).join(", ");
+      chart(fg, `${f.workload}: output tok/s per GPU against tok/s per user; frontier ${best}`, t => frontierChart(t, f), true);
+    }
+  }
+
   const hist = (D.history && D.history.series) || [];
   const root = document.getElementById("configs");
   for (const c of D.configs) {
