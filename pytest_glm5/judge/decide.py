@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from ..metrics import geometric_mean, higher_is_better, log_cv, summarize_repeats
+from ..metrics import ACCEPTANCE_METRICS, geometric_mean, higher_is_better, log_cv, summarize_repeats
 from .carry import Prior
 from .family import reference, tested
 from .stats import (
@@ -461,8 +461,9 @@ def against_the_night(verdicts: Sequence[Verdict], versus: Sequence[Verdict] = (
         others = [g for config, g in groups.items() if config != v.config]
         prior = [list(g.launches) for g in others if len(g.launches) >= 2]
         paired = bool(st) and "compare_to" in st
-        if not st or "answer" in st or (v.bound is None and not paired) or (v.bound is not None and
-                                                                          len(v.bound.launches) < 1) \
+        # Drafts accepted are the text's and the build's, not the box's speed: the night's spread is not theirs.
+        unreferenced = (v.bound is None and not paired) or (v.bound is not None and len(v.bound.launches) < 1)
+        if not st or "answer" in st or v.metric in ACCEPTANCE_METRICS or unreferenced \
                 or v.verdict not in (Kind.PASS, Kind.REGRESSION) or not v.launches:
             out.append(v)
             continue
