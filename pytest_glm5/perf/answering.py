@@ -247,7 +247,8 @@ class Answering:
             reference = [[list(r.pieces) for r in a.replies] for a in self.launches.values()
                          if a.config == held_to and a.replies and a.invalid is None and unit_of(a.replies) == unit]
         if not reference:
-            done.canary_note = (f"canary: no reference replies of {held_to} yet (recorded with --update-baselines; 5 "
+            whose = "" if held_to == done.config else f" of {held_to}"
+            done.canary_note = (f"canary: no reference replies{whose} yet (recorded with --update-baselines; 5 "
                                 "launches calibrate it)")
             return
         rule = canary.calibrate(reference)

@@ -67,7 +67,8 @@ def points(results: Sequence[Mapping[str, Any]]) -> list[Point]:
         tpot = statistics.median(float(x["metrics"]["mean_tpot_ms"]) for x in runs)
         out.append(Point(str(r["config"]), str(r["scenario"]), _workload(wl), int(wl["concurrency"]), tput / gpus,
                          1000.0 / tpot, bool(info.get("speculative_algorithm"))))
-    return sorted(out, key=lambda p: (p.workload, p.config, p.concurrency, p.scenario))
+    order = {c: i for i, c in enumerate(dict.fromkeys(str(r["config"]) for r in results))}  # the run's own order
+    return sorted(out, key=lambda p: (p.workload, order[p.config], p.concurrency, p.scenario))
 
 
 def _workload(wl: Mapping[str, Any]) -> str:
