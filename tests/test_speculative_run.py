@@ -1,7 +1,7 @@
 """A speculative config judged as the suite judges it (pytester sessions on the emulator): its acceptance is a gated
-series of its own, a build that accepts fewer drafts fails on it, and its canary is held to the same model's replies
-without drafts, so a verify that keeps wrong drafts is "faster, but wrong" even on the night that reference is first
-recorded; unchanged launches raise no alarm."""
+series of its own, a build that accepts fewer drafts fails on it, a slower draft fails on speed alone, and its canary
+is held to the same model's replies without drafts, so a verify that keeps wrong drafts is "faster, but wrong" even
+on the night that reference is first recorded; unchanged launches raise no alarm."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ env = { GLM5_SIM_ACCEPT_DROP = "0.15" }
 
 [build.lossy]
 env = { GLM5_SIM_LOSSY_VERIFY = "0.2" }
+
+[build.slowdraft]
+env = { GLM5_SIM_DRAFT_SLOWDOWN = "0.2" }
 """
 POINT = """
 def test_natural(glm5_config, perf):
@@ -64,6 +67,11 @@ def test_fewer_drafts(pytester: pytest.Pytester) -> None:
     accept = [v for v in report(pytester)["verdicts"] if v["metric"] == "spec_accept_length"]
     assert [v["verdict"] for v in accept] == ["regression"], accept
     said_lines(fewer, ["*mtp*natural*spec_accept_length*tok/verify*"])
+    # A slower draft: the same drafts accepted, later; the speed fails it, acceptance holds.
+    slow = pytester.runpytest("--glm5-build", "slowdraft", "-k", "mtp", *QUIET, *OUTPUTS)
+    assert outcome_agrees(slow, pytester.path).startswith("FAILED: 1 regression (mtp natural output_throughput")
+    verdicts = {v["metric"]: v["verdict"] for v in report(pytester)["verdicts"]}
+    assert verdicts == {"output_throughput": "regression", "spec_accept_length": "pass"}, verdicts
 
 
 @pytest.mark.slow
