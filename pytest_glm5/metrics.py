@@ -12,6 +12,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# Speculative decoding (SGLang's meta_info): tokens a verify pass yields, and the share of drafts accepted. A build that
+# accepts fewer drafts at the same speed here will cost speed at another concurrency or prompt mix. They are the text's
+# and the build's, never the client's, nor the box's speed.
+ACCEPTANCE_METRICS = ("spec_accept_length", "spec_accept_rate")
 # Higher is better for these; every other metric is latency-like (lower is better).
 THROUGHPUT_METRICS = (
     "request_throughput",
@@ -23,12 +27,8 @@ THROUGHPUT_METRICS = (
     "output_tokens_per_joule",  # output tokens over the GPUs' energy (NVML's counter): what the box costs
     "slo_attainment",  # the share of a launch's requests within the scenario's SLO (judge/slo.py)
     "slo_capacity",  # the largest ladder concurrency within the SLO (judge/slo.py)
-    # Speculative decoding (SGLang's meta_info): tokens a verify pass yields, and the share of drafts accepted. A build
-    # that accepts fewer drafts at the same speed here will cost speed at another concurrency or prompt mix.
-    "spec_accept_length",
-    "spec_accept_rate",
+    *ACCEPTANCE_METRICS,
 )
-ACCEPTANCE_METRICS = ("spec_accept_length", "spec_accept_rate")  # the text's and the build's, never the client's
 # Where 0 is a measurement, not a broken figure: a point with no request within its SLO (the top of a ladder), a
 # ladder with no point within it. Every other recorded value is positive.
 ZERO_IS_A_VALUE = ("slo_attainment", "slo_capacity")

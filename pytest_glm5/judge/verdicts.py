@@ -272,6 +272,14 @@ def times(factor: float) -> str:
     return f"{factor:.2g}x" if factor < 10 else f"{factor:,.0f}x"
 
 
+def to_go_text(factor: float, up: bool) -> str:
+    """How far a value is from its target (`factor`, as Verdict.to_go: 2.0 is twice as far), for a floor with the
+    share of the target reached: `42% of it, 2.4x to go`, `2.4x to go` (a ceiling), `reached`."""
+    if factor <= 1:
+        return "reached"
+    return (f"{100 / factor:.0f}% of it, " if up else "") + f"{times(factor)} to go"
+
+
 def fmt(value: float) -> str:
     """Three significant decimals for small numbers, two for the rest."""
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.2f}"

@@ -431,8 +431,7 @@ class LoadRunner:
                     # The server answers but cannot list its models (transformers serve 5.17 answers 500
                     # there): the model we launched it with is the id, and the probe will tell if it is not.
                     self.model = self.model_hint
-                    self.server_info = await self.fetch_server_info(session)
-                    self.shape.spec_details = bool(self.server_info.get("speculative_algorithm"))
+                    await self._identify(session)
                     return
                 if resp.status != 200:
                     raise BenchError(f"{self.url}/v1/models answered HTTP {resp.status}; is this an LLM server?")
@@ -444,6 +443,11 @@ class LoadRunner:
         data = body.get("data") if isinstance(body, dict) else None
         if data:
             self.model = str(data[0].get("id", "default"))
+        await self._identify(session)
+
+    async def _identify(self, session: aiohttp.ClientSession) -> None:
+        """The server's identity (/server_info), and what it tells of the shape: a server that decodes speculatively
+        is asked for its speculative figures."""
         self.server_info = await self.fetch_server_info(session)
         self.shape.spec_details = bool(self.server_info.get("speculative_algorithm"))
 

@@ -30,6 +30,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..textfiles import read_utf8
+
 BUNDLED = ("natural",)
 MIN_PROMPTS = 1
 
@@ -112,10 +114,12 @@ def load(name_or_path: str) -> PromptSet:
         return parse(res.read_text(encoding="utf-8").splitlines(), f"{name_or_path}.jsonl")
     path = Path(name_or_path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path)
     except FileNotFoundError:
         raise DatasetError(f"prompt set {name_or_path}: no such file (bundled: {', '.join(BUNDLED)}; or a JSONL "
                            "path)") from None
-    except (OSError, UnicodeError) as exc:
-        raise DatasetError(f"prompt set {name_or_path}: cannot read it as UTF-8 text: {exc}") from None
+    except UnicodeError as exc:  # its message names the file, the byte and the fix
+        raise DatasetError(f"prompt set {exc}") from None
+    except OSError as exc:
+        raise DatasetError(f"prompt set {name_or_path}: cannot read it: {exc.strerror or exc}") from None
     return parse(text.splitlines(), path.name)

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..judge.verdicts import Kind, times
-from ..metrics import higher_is_better
+from ..judge.verdicts import Kind, to_go_text
 from . import power
 
 LIMIT = 64 * 1024
@@ -57,9 +56,7 @@ def target_text(d: dict[str, Any]) -> str:
     if b.get("target") is None:
         return ""
     go = d.get("to_go")
-    share = f"{100 * d['measured'] / b['target']:.0f}% of it, " if higher_is_better(d.get("metric", "")) and \
-        isinstance(d.get("measured"), int | float) and b["target"] else ""
-    left = "reached" if go is not None and go <= 1 else f"{share}{times(go)} to go" if go else ""
+    left = to_go_text(go, b.get("kind") == "floor") if go else ""
     return f"target {number(b['target'])} {d.get('unit', '')} ({left})".replace(" ()", "")
 
 

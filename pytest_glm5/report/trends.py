@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..judge.verdicts import fmt, times
+from ..judge.verdicts import fmt, to_go_text
 from ..metrics import higher_is_better, unit_of
 from .changepoints import MIN_RUN, ChangePointsUnavailable, Step, find, trend
 from .history import Series
@@ -86,8 +86,7 @@ def target_line(value: float, target: float | None, metric: str, drift: float | 
             pace += f" (about {runs:.0f} runs at this pace)"
         else:
             pace += " (not heading there)"
-    share = f"{100 * value / target:.0f}% of it, " if up else ""
-    return f"target {fmt(target)}{unit}: {share}{times(factor)} to go{pace}"
+    return f"target {fmt(target)}{unit}: {to_go_text(factor, up)}{pace}"
 
 
 def lines(analyses: Sequence[Analysis]) -> list[str]:

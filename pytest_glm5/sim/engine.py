@@ -81,7 +81,6 @@ class Scheduler:
         self.model = model
         self.spec = spec  # None: no speculative decoding
         self.spec_verify_total = 0  # verify passes over every request (sglang:spec_verify_calls_total)
-        self.spec_tokens_total = 0  # tokens those passes yielded
         self.spec_last_length = 0.0  # the last decode step's mean accept length (the sglang:spec_accept_length gauge)
         # Since the last /flush_cache, as SGLang's scheduler keeps them for avg_spec_accept_length (its flush_cache
         # calls metrics_reporter.reset_metrics): tokens of verify passes (no prefill's first token) and the passes.
@@ -159,8 +158,7 @@ class Scheduler:
         batch = list(self.running)
         if self.spec is not None:
             # The verify pass is a decode step over every draft token of the batch; the draft passes come before it.
-            speed = m.decode_factor * m.launch_factor
-            duration = (m.decode_step_s(len(batch) * self.spec.draft_tokens) + self.spec.draft_s(len(batch)) * speed)
+            duration = m.decode_step_s(len(batch) * self.spec.draft_tokens) + m.decoding(self.spec.draft_s(len(batch)))
             return Step("decode", duration * self.noise_factor(), batch)
         duration = m.decode_step_s(len(batch)) * m.decode_steps * self.noise_factor()
         return Step("decode", duration, batch)
@@ -213,10 +211,13 @@ class Scheduler:
         r.verify_ct += 1
         r.correct_drafts += k
         self.spec_verify_total += 1
-        self.spec_tokens_total += k + 1
         self.spec_flushed_verifies += 1
         self.spec_flushed_tokens += k + 1
         return k + 1
+
+    def flush_spec(self) -> None:
+        """/flush_cache: SGLang's scheduler resets the totals its avg_spec_accept_length reads (reset_metrics)."""
+        self.spec_flushed_tokens = self.spec_flushed_verifies = 0
 
     def _emit(self, r: SimRequest, n: int) -> None:
         n = min(n, r.stop_at - r.generated)

@@ -118,7 +118,7 @@ async def handle_flush(request: web.Request) -> web.Response:
         return web.Response(status=400, text="Cache not flushed. Please check the server log for details.")
     if srv.scheduler.cache is not None:
         srv.scheduler.cache.flush()
-    srv.scheduler.spec_flushed_tokens = srv.scheduler.spec_flushed_verifies = 0  # SGLang resets its spec totals
+    srv.scheduler.flush_spec()
     return web.Response(text="Cache flushed.\nPlease check backend logs for more details. "
                              "(When there are running or waiting requests, the operation will not be performed.)\n")
 

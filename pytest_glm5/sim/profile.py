@@ -70,8 +70,13 @@ class Model:
 
     def decode_step_s(self, batch: int) -> float:
         """Model seconds of one decode step over `batch` running requests (one token each)."""
-        raw = self.decode_base_s + self.decode_expert_s * self.experts_touched(batch) + self.decode_token_s * batch
-        return raw * self.decode_factor * self.launch_factor
+        return self.decoding(self.decode_base_s + self.decode_expert_s * self.experts_touched(batch)
+                             + self.decode_token_s * batch)
+
+    def decoding(self, raw_s: float) -> float:
+        """Decode-phase seconds as this launch runs them (the build's decode speed, the launch's factor): a decode
+        step's, a speculative draft pass's."""
+        return raw_s * self.decode_factor * self.launch_factor
 
     def prefill_step_s(self, tokens: int) -> float:
         """Model seconds of one prefill step over `tokens` prompt tokens."""
