@@ -60,6 +60,8 @@ def test_sglang_flags_resolve_as_sglang_resolves_them() -> None:
     assert chain is not None and tree.chance("a cat sat on the mat") > chain.chance("a cat sat on the mat")
     with pytest.raises(ValueError, match="EAGLE or NEXTN"):
         resolve_speculative(profile, {"speculative_algorithm": "NGRAM"})
+    with pytest.raises(ValueError, match="got steps 0"):  # 0 is a value, refused: never taken for the default 3
+        resolve_speculative(profile, {"speculative_algorithm": "EAGLE", "speculative_num_steps": 0})
     with pytest.raises(ValueError, match="no \\[speculative\\] table"):
         resolve_speculative({"name": "bare"}, {"speculative_algorithm": "EAGLE"})
 
@@ -152,6 +154,14 @@ def test_prompt_sets_are_validated_line_by_line(tmp_path: Path) -> None:
     bad.write_text("{nope\n")
     with pytest.raises(datasets.DatasetError, match="line 1: not JSON"):
         datasets.load(str(bad))
+    bad.write_bytes(b'\xff{"prompt": "x"}\n')
+    with pytest.raises(datasets.DatasetError, match=r"not UTF-8 text: byte 0xff at offset 0 \(line 1\)"):
+        datasets.load(str(bad))
+    for nothing, said in (("", "an empty name"), (str(tmp_path), "cannot read it")):  # one line, never a traceback
+        with pytest.raises(datasets.DatasetError, match=said):
+            datasets.load(nothing)
+    with pytest.raises(ValueError, match="got an empty name"):
+        Workload(concurrency=1, num_prompts=2, dataset="")
     with pytest.raises(ValueError, match="no trace, prefix_len or turns with dataset"):
         Workload(concurrency=1, num_prompts=2, dataset="natural", turns=2)
 

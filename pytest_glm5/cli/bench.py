@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..load import trace
+from ..load import datasets, trace
 from ..load.client import run_workload
 from ..load.types import ARRIVALS, PROTOCOLS, SAMPLINGS, BenchError, Workload
 from ..metrics import RequestTiming
@@ -214,6 +214,8 @@ def _replay(wl: Workload) -> str:
 
 def _workloads(ns: argparse.Namespace) -> list[Workload]:
     rows = len(trace.load(ns.trace)) if ns.trace and not ns.num_prompts else 0
+    if ns.dataset is not None:
+        datasets.load(ns.dataset)  # a prompt set that cannot be used says so before any server is asked
     # Four waves, at least eight requests, in whole sessions; a trace's rows where it gives none.
     return [workload(ns, c, ns.num_prompts or rows or whole_sessions(max(8, 4 * c), ns.turns))
             for c in ns.concurrency]

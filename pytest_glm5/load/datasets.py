@@ -36,7 +36,7 @@ BUNDLED = ("natural",)
 MIN_PROMPTS = 1
 
 
-class DatasetError(Exception):
+class DatasetError(ValueError):
     """A prompt set that cannot be read or has a line of no known shape."""
 
 
@@ -109,6 +109,8 @@ def parse(lines: Iterable[str], name: str) -> PromptSet:
 @functools.lru_cache(maxsize=8)
 def load(name_or_path: str) -> PromptSet:
     """A bundled set by name (`natural`) or a JSONL file; DatasetError with the cause and the fix."""
+    if not name_or_path.strip():
+        raise DatasetError(f"prompt set: an empty name; give a bundled one ({', '.join(BUNDLED)}) or a JSONL path")
     if name_or_path in BUNDLED:
         res = resources.files("pytest_glm5.load").joinpath("datasets", f"{name_or_path}.jsonl")
         return parse(res.read_text(encoding="utf-8").splitlines(), f"{name_or_path}.jsonl")

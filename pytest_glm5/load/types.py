@@ -136,6 +136,8 @@ class Workload:
                             "on|off): the server's default is not a workload")
         if self.protocol != "chat" and self.thinking is not None:
             problems.append(f"thinking applies to the chat protocol only, not {self.protocol!r}")
+        if self.dataset is not None and not self.dataset.strip():
+            problems.append("dataset names a prompt set (`natural`, or a JSONL path), got an empty name")
         if self.dataset is not None and (self.trace is not None or self.prefix_len or self.turns > 1):
             problems.append("a prompt set is its own prompts: no trace, prefix_len or turns with dataset")
         if self.sampling not in SAMPLINGS:

@@ -118,9 +118,13 @@ def resolve_speculative(profile: Mapping[str, Any], args: Mapping[str, Any], acc
     if not isinstance(table, Mapping):
         raise ValueError(f"sim profile {profile.get('name')} has no [speculative] table: it cannot model "
                          "--speculative-algorithm")
-    steps = int(args.get("speculative_num_steps") or table.get("default_steps", 3))
-    topk = int(args.get("speculative_eagle_topk") or 1)
-    draft = int(args.get("speculative_num_draft_tokens") or steps + 1)
+    def given(dest: str, default: int) -> int:  # 0 is a value the check below refuses, never "unset"
+        value = args.get(dest)
+        return default if value is None else int(value)
+
+    steps = given("speculative_num_steps", int(table.get("default_steps", 3)))
+    topk = given("speculative_eagle_topk", 1)
+    draft = given("speculative_num_draft_tokens", steps + 1)
     if steps < 1 or topk < 1 or draft < 2:
         raise ValueError(f"speculative decoding needs steps >= 1, top-k >= 1 and draft tokens >= 2, got steps "
                          f"{steps}, top-k {topk}, draft tokens {draft}")
