@@ -280,6 +280,41 @@ def _suspect(v: Verdict) -> Verdict:
                         "clear it (rounds tonight if the budget allows, else first on the config's next night)")
 
 
+def _drops(v: Verdict) -> bool:
+    return bool(v.stat) and -float(v.stat.get("gain", 0.0)) > float(v.stat.get("tolerance", 0.0))
+
+
+def drops_together(vs: Sequence[Verdict]) -> bool:
+    """Whether one config's series read a drop as a config, not as one series' noise: at least half of its tested
+    series drop beyond their tolerance, or one drops with a p that holds across them (SUSPECT_P over their count,
+    Bonferroni). A config of 14-19 series has one beyond the tolerance on most launches of unchanged code at a CV
+    near it; a config's rounds and a suspect's launches are spent on the config (scripts/simulate_nights.py)."""
+    judged = [v for v in vs if v.stat and v.verdict in (Kind.PASS, Kind.UNRESOLVED, Kind.REGRESSION,
+                                                         Kind.IMPROVEMENT, Kind.KNOWN_COST)]
+    drops = [v for v in judged if _drops(v)]
+    if not drops:
+        return False
+    return 2 * len(drops) >= len(judged) or any(float(v.stat.get("p_worse", 1.0)) < SUSPECT_P / len(judged)
+                                                 for v in drops)
+
+
+def as_config(vs: Sequence[Verdict]) -> list[Verdict]:
+    """The verdicts of a run with a suspect kept only where its config's series drop together (drops_together):
+    elsewhere the series stays unresolved and asks its config's next night for nothing more than its launch."""
+    by: dict[str, list[Verdict]] = {}
+    for v in vs:
+        by.setdefault(v.config, []).append(v)
+    alone = {c for c, mine in by.items() if not drops_together(mine)}
+    out = []
+    for v in vs:
+        if v.config in alone and v.stat.get("suspect"):
+            stat = cast(Test, {k: x for k, x in v.stat.items() if k not in ("suspect", "to_add")})
+            v = replace(v, stat=stat, note=f"{v.note}; but its config's other series do not drop with it: not a "
+                                           "suspect, its config's next launch decides")
+        out.append(v)
+    return out
+
+
 def _nightly(c: Comparison, tolerance: float, level: float) -> str:
     if -c.gain > tolerance:
         return Kind.REGRESSION if c.p_worse < level else Kind.UNRESOLVED

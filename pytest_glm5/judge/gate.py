@@ -317,7 +317,7 @@ class PerfGate:
         carries = self.history is not None and not self.statistics.ab
         if look.last:
             return False
-        if any(decide.wants_launch(v, carries) for v in out):
+        if any(decide.wants_launch(v, carries) for v in out) and (not carries or decide.drops_together(out)):
             return True
         mine = {(v.config, v.scenario, v.metric) for v in out}
         others = [v for v in self.verdicts if (v.config, v.scenario, v.metric) not in mine]

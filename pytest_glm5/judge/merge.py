@@ -106,7 +106,7 @@ def decided(m: Merged, alpha: float) -> Merged:
     regression first held against the run's own launch spread (decide.against_the_night); `m` is not changed."""
     fam = family.family(decide.against_the_night(m.verdicts, m.versus), alpha)
     n = len(m.verdicts)
-    return replace(m, verdicts=fam.verdicts[:n], versus=fam.verdicts[n:], family_size=fam.size,
+    return replace(m, verdicts=decide.as_config(fam.verdicts[:n]), versus=fam.verdicts[n:], family_size=fam.size,
                    confirmed=fam.confirmed)
 
 

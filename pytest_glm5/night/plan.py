@@ -150,7 +150,7 @@ class Budget:
         """Before a config's first launch: why it may not start (None: it may, and its launches are charged)."""
         if config in self.begun:
             return None
-        for done in [n for n in self.prepaid if n != config]:
+        for done in [n for n in self.prepaid if n != config and n in self.begun]:
             self.charged -= self.prepaid.pop(done)  # a config before it left launches it was given unspent
         cost = self.first.get(config, 0.0)
         if self.charged + cost > self.limit_s:

@@ -2,8 +2,10 @@
 covered over a few nights, every config judged at least every K nights, instead of its last configs never running.
 
 The plan picks, in this order, while their first launches fit the budget: the reference configs (those others are
-compared to) every night; configs the history has never judged; configs whose last night left a series unresolved
-or suspect (tomorrow's launch decides it, not a round tonight); then the one judged longest ago. Configs with a known
+compared to) every night; configs with a suspect, with the launches it asked for (a drop seen on one launch is
+settled the next night, before the cover: a config merely due waits a night more); configs the history has never
+judged and configs due by the cover; configs whose last night left a series unresolved (tomorrow's launch decides
+it, not a round tonight); then the one judged longest ago. Configs with a known
 crash run on a cadence of their own (weekly by default): confirming a crash costs a load every time. The state is
 the history itself (each night appends its series), so a killed run leaves nothing to repair. Without a history, or
 when every config fits, everything runs as before.
@@ -81,17 +83,22 @@ class Tonight:
     cover: int = 1  # every config is judged at least every `cover` nights at this budget
     extra: dict[str, int] = field(default_factory=dict)
     optional: list[str] = field(default_factory=list)  # run last; a round of what tonight finds may take their time
+    standby: list[str] = field(default_factory=list)  # optional, first: due, and run if the suspects clear
+    lead: list[str] = field(default_factory=list)  # run first: the references, then the configs with a suspect
 
     def order(self, names: Sequence[str]) -> list[str]:
-        """`names` in run order for tonight: the optional configs last, so that what the others find can still get
-        its rounds tonight."""
-        return sorted(names, key=lambda n: n in self.optional)
+        """`names` in run order for tonight: the references and the suspects' configs first (a suspect is settled
+        before the budget is spent), the optional configs last, so that what the others find can still get its
+        rounds tonight."""
+        return sorted(names, key=lambda n: (n in self.optional, self.optional.index(n) if n in self.optional else 0,
+                                            self.lead.index(n) if n in self.lead else len(self.lead)))
 
     def lines(self) -> list[str]:
         """`tonight: tp8, b (+3 launches for what it left open), c; not tonight: a (judged 1 night ago; next tomorrow
         ...); every config judged at least every 2 nights`."""
         names = [f"{n} (+{self.extra[n]} launch{'es' if self.extra[n] != 1 else ''} for what it left open)"
-                 if self.extra.get(n) else n for n in self.run]
+                 if self.extra.get(n) else f"{n} (stands by: runs last if the suspects clear)" if n in self.standby
+                 else n for n in self.run]
         head = f"tonight: {', '.join(names) or 'none'}"
         out = [head + (f"; every config judged at least every {self.cover} nights at this budget"
                        if self.later else "")]
@@ -115,15 +122,15 @@ class _Rules:
 
 
 def _night(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, Standing], rules: _Rules
-           ) -> tuple[list[str], set[str], dict[str, int], list[str]]:
+           ) -> tuple[list[str], set[str], dict[str, int], list[str], list[str], list[str]]:
     """One night's pick: the configs that run, the known crashes not due yet, the extra launches given, and the
     configs that need not run tonight (optional: not due, no suspect; a round of what tonight finds may take their
     time).
 
-    In this order, each while it fits: the references, configs never judged, and configs that would otherwise wait
-    longer than the cover; configs with a suspect, then the launches their suspects asked for (a confirmation is
-    the night's best use of the box); configs not judged since a newer build arrived (where a drop it brought shows
-    first); then configs with open series and the longest waiting."""
+    In this order, each while it fits: the references; configs with a suspect, then the launches their suspects
+    asked for (a confirmation is the night's best use of the box, before the cover); configs never judged, and
+    configs that would otherwise wait longer than the cover; configs not judged since a newer build arrived (where a
+    drop it brought shows first); then configs with open series and the longest waiting."""
     rank = {c.config: i for i, c in enumerate(costs)}
 
     def st(name: str) -> Standing:
@@ -136,8 +143,8 @@ def _night(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, 
         got = st(c.config)
         due = got.nights_ago is not None and rules.cover > 0 and got.nights_ago >= rules.cover \
             and c.config not in rules.known_crash
-        tier = 0 if c.config in rules.references else 1 if got.nights_ago is None else 2 if due else \
-            3 if got.wants and got.open else 4 if got.stale else 5 if got.open else 6
+        tier = 0 if c.config in rules.references else 1 if got.wants and got.open else \
+            2 if got.nights_ago is None else 3 if due else 4 if got.stale else 5 if got.open else 6
         return tier, -got.wants, -(got.nights_ago or 0), rank[c.config]
 
     order = sorted((c for c in costs if c.config not in waiting), key=priority)
@@ -154,7 +161,7 @@ def _night(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, 
         return True
 
     for c in order:
-        if priority(c)[0] <= 3:
+        if priority(c)[0] <= 1:
             give(c, rules.planned)
     for c in order:  # a suspect's launches: as many as it asked for that fit
         got = st(c.config)
@@ -162,10 +169,24 @@ def _night(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, 
         while more > 0 and not give(c, rules.planned + more):
             more -= 1
     for c in order:
+        if priority(c)[0] <= 3:
+            give(c, rules.planned)
+    for c in order:
         give(c, rules.planned)
     extra = {name: n - rules.planned for name, n in given.items() if n > rules.planned}
-    optional = [c.config for c in costs if given.get(c.config) == rules.planned and priority(c)[0] > 4]
-    return [c.config for c in costs if c.config in given], waiting, extra, optional
+    # A config that is due or new and left out only by the suspects' launches stands by: it runs last if they clear
+    # (the launches a suspect does not spend go back to the budget), else on a later night.
+    room = budget_s - spent + sum(c.night_s(given[c.config]) - c.night_s(rules.planned) for c in costs
+                                  if c.config in extra)
+    standby = []
+    for c in order:
+        if c.config not in given and priority(c)[0] <= 3 and c.night_s(rules.planned) <= room:
+            standby.append(c.config)
+            room -= c.night_s(rules.planned)
+    optional = standby + [c.config for c in costs if given.get(c.config) == rules.planned and priority(c)[0] > 4]
+    lead = [c.config for c in order if c.config in given and priority(c)[0] <= 1]
+    return ([c.config for c in costs if c.config in given or c.config in standby], waiting, extra, optional, standby,
+            lead)
 
 
 def pick(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, Standing], planned: int = 1,
@@ -176,7 +197,7 @@ def pick(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, St
     `most`: launches beyond the planned a config with open series may be given."""
     rules = _Rules(planned, references, known_crash, crash_days,
                    cover(costs, budget_s, planned, references, known_crash), most)
-    run, waiting, extra, optional = _night(costs, budget_s, standing, rules)
+    run, waiting, extra, optional, standby, lead = _night(costs, budget_s, standing, rules)
     later: dict[str, str] = {}
     for c in costs:
         got = standing.get(c.config, Standing(c.config))
@@ -205,7 +226,8 @@ def pick(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, St
         if c.config not in run and c.config not in later:
             later[c.config] = f"not within {2 * len(costs)} nights at this budget: raise it or deselect configs"
     rank = {c.config: i for i, c in enumerate(costs)}
-    return Tonight(run, dict(sorted(later.items(), key=lambda kv: rank[kv[0]])), rules.cover, extra, optional)
+    return Tonight(run, dict(sorted(later.items(), key=lambda kv: rank[kv[0]])), rules.cover, extra, optional,
+                   standby, lead)
 
 
 def cover(costs: Sequence[ConfigCost], budget_s: float, planned: int = 1, references: Collection[str] = (),
