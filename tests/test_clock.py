@@ -99,6 +99,8 @@ def test_a_point_on_a_slower_clock_reads_as_the_launchs(sim_factory: Callable[..
     again = measure(server, _point())
     assert again.result is not None and again.result.clock == 1.0
     assert again.result.metrics["duration"] == pytest.approx(a.metrics["duration"], rel=0.5)  # restored: not 4x
+    # What the host's CPUs made the server wait is measured over the run, on the launch's clock like its figures.
+    assert a.wait_s is not None and s.wait_s is not None and a.to_dict()["server_cpu_wait_s"] == a.wait_s >= 0
 
 
 @pytest.mark.slow
@@ -121,3 +123,31 @@ def test_the_emulator_refuses_a_clock_it_cannot_run(sim: Sim) -> None:
         status, text = http("POST", sim.url + "/sim/clock", body)
         assert status == 400 and b"factor" in text, (body, status, text)
     assert http("POST", sim.url + "/sim/clock", {"factor": 2})[0] == 200
+
+
+def test_the_cpu_wait_of_a_process_tree_counts_its_children() -> None:
+    """Two children spinning on one CPU each wait for it about half the time: the parent's tree counts it (Linux's
+    schedstat; the report's server_cpu_wait_s), a process that is gone has none. (A child that exits takes its count
+    with it: SGLang's children live as long as the server.)"""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from pytest_glm5.servers.process import cpu_wait_s
+
+    code = ("import os, subprocess, sys, time; os.sched_setaffinity(0, {0}); "
+            "kids = [subprocess.Popen([sys.executable, '-c', 'import time\\nt = time.time()\\n"
+            "while time.time() - t < 4: pass']) for _ in range(2)]; [k.wait() for k in kids]; time.sleep(30)")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)  # the children started and spin (4 s): read them while they live
+        start = cpu_wait_s(parent.pid)
+        time.sleep(1.0)
+        end = cpu_wait_s(parent.pid)
+        assert start is not None and end is not None and end - start > 0.2, (start, end)
+    finally:
+        parent.kill()
+        parent.wait()
+    assert cpu_wait_s(parent.pid) is None and cpu_wait_s(None) is None
+    assert cpu_wait_s(os.getpid()) is not None

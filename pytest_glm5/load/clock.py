@@ -88,7 +88,8 @@ def on_launch_clock(result: BenchResult, by: float) -> BenchResult:
     # The client's own counts (failed includes requests never sent) and what compute_metrics does not make stay.
     metrics = {**result.metrics, **{k: v for k, v in again.items() if k not in ("completed", "failed")}}
     lag = result.lag_s / by if result.lag_s is not None else None
-    return replace(result, metrics=metrics, records=records, lag_s=lag, clock=result.clock * by)
+    wait = result.wait_s / by if result.wait_s is not None else None
+    return replace(result, metrics=metrics, records=records, lag_s=lag, wait_s=wait, clock=result.clock * by)
 
 
 def _converted(r: RequestTiming, t0: float, by: float) -> RequestTiming:

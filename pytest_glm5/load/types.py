@@ -228,6 +228,7 @@ class BenchResult:
     build: str = ""
     arm: str = ""  # A/B: "A" or "B", the position in the ABBA block (an A/A run has one build in both arms)
     lag_s: float | None = None  # seconds an emulator fell behind its own model during the run (None: not known)
+    wait_s: float | None = None  # seconds the server's processes waited for a CPU during the run (None: not known)
     clock: float = 1.0  # the emulator ran this many times slower than its launch's clock; figures converted back
     cotenants: list[str] = field(default_factory=list)  # other servers holding GPUs of the machine meanwhile
     client: ClientLoad | None = None  # what the load client cost itself over the measured window
@@ -268,6 +269,7 @@ class BenchResult:
             "build": self.build,
             "arm": self.arm,
             "emulator_lag_s": self.lag_s,
+            "server_cpu_wait_s": self.wait_s,
             "emulator_clock": self.clock,
             "cotenants": self.cotenants,
             "client": self.client.to_dict() if self.client is not None else None,

@@ -11,7 +11,7 @@ from ..load import clock, servermetrics
 from ..load.client import PREFLIGHT_TIMEOUT_S, run_workload
 from ..load.types import BenchError, BenchResult, Unreachable, Workload
 from ..servers import forensics
-from ..servers.process import Progress, ServerHandle, http_get, process_state
+from ..servers.process import Progress, ServerHandle, cpu_wait_s, http_get, process_state
 from ..telemetry.energy import EnergyMeter
 from ..telemetry.energy import Window as EnergyWindow
 from ..telemetry.nvml import Sampler, load_nvml, power_samples
@@ -83,6 +83,7 @@ def _measure_at(server: ServerHandle, workload: Workload, progress: Progress | N
     # preflight names the state.
     stopped = process_state(server.pid).startswith("stopped")
     behind = None if stopped else server.engine.lag_seconds(server.url)
+    waited = None if stopped else cpu_wait_s(server.pid)
     counted = None if stopped else servermetrics.snapshot(server.url)
     if by != 1.0 and not server.engine.slow_clock(server.url, by):
         by = 1.0
@@ -94,6 +95,7 @@ def _measure_at(server: ServerHandle, workload: Workload, progress: Progress | N
     except BenchError as exc:
         return _no_result(server, workload, exc, t0)
     finally:
+        now_waited = cpu_wait_s(server.pid) if waited is not None else None
         if by != 1.0:
             server.engine.slow_clock(server.url, 1.0)  # the canary, the stability run and the next point: as launched
         telemetry = sampler.stop() if sampler is not None else None
@@ -106,6 +108,8 @@ def _measure_at(server: ServerHandle, workload: Workload, progress: Progress | N
     after = server.engine.lag_seconds(server.url) if behind is not None else None
     if behind is not None and after is not None:
         result.lag_s = max(0.0, after - behind)
+    if waited is not None and now_waited is not None:
+        result.wait_s = max(0.0, now_waited - waited)
     return _ended(server, clock.on_launch_clock(result, by), t0)
 
 

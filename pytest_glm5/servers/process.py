@@ -154,6 +154,33 @@ def process_state(pid: int | None) -> str:
             psutil.STATUS_DISK_SLEEP: "in uninterruptible I/O wait (D)"}.get(status, str(status))
 
 
+def cpu_wait_s(pid: int | None) -> float | None:
+    """Seconds the server's process tree (every thread of it and of its children) was ready to run and waited for a
+    CPU, from Linux's schedstat (None: no such process here, or Linux does not say). A server kept off its CPUs by
+    a neighbour is slower for the host's sake, not its build's (judge/gate.py reads it for the emulator)."""
+    if pid is None:
+        return None
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return None
+    total, seen = 0, False
+    for proc in procs:
+        try:
+            tasks = os.listdir(f"/proc/{proc.pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{proc.pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[1])
+                seen = True
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that ended between the listing and the read
+    return total / 1e9 if seen else None
+
+
 @dataclass
 class ServerRecord:
     """What the pool knows of a server, for the report and for reuse across runs."""
