@@ -160,7 +160,7 @@ def test_a_suspect_gets_the_launches_it_asked_for_and_the_optional_configs_run_l
     # 1 h the reference, 4 h the suspect's config (its launch and the 3 it asked for), 1 h the config not judged
     # since a newer build arrived, 1 h an open one; the rest wait (each was judged last night: none is due).
     assert t.cover == 2 and t.run == ["ref", "sus", "stale", "open"] and t.extra == {"sus": 3}, t
-    assert t.lines()[0].startswith("tonight: ref, sus (+3 launches for what it left open), stale, open; ")
+    assert t.lines()[0].startswith("tonight: ref, sus (+3 launches for what it left open, 3.0 h), stale, open; ")
     assert t.optional == ["open"] and t.order(["open", "ref", "sus"]) == ["ref", "sus", "open"]
     # Less room: the suspect gets what fits before a config that is merely stale runs.
     tight = pick(costs, 4 * HOUR, standing, references={"ref"})
@@ -177,8 +177,8 @@ def test_a_suspect_is_settled_first_and_a_config_merely_due_waits_a_night() -> N
     assert t.extra == {"sus": 2} and t.standby == ["late"] and t.optional == ["late"], t
     # It stands by: last, run if the suspect clears and gives back its launches, else on a later night.
     assert t.order(["late", "sus", "ref"]) == ["ref", "sus", "late"] and t.lead == ["ref", "sus"]
-    assert t.lines()[0].startswith("tonight: ref, sus (+2 launches for what it left open), late (stands by: runs "
-                                   "last if the suspects clear)"), t.lines()
+    assert t.lines()[0].startswith("tonight: ref, sus (+2 launches for what it left open, 2.0 h), late (stands by: "
+                                   "runs last if the suspects clear)"), t.lines()
     tight = pick(costs, 2.5 * HOUR, standing, references={"ref"})  # no room even if the suspect clears
     assert tight.run == ["ref", "sus"] and tight.standby == [], tight
     assert tight.later["late"].startswith("judged 2 nights ago; next tomorrow"), tight.later

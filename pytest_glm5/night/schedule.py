@@ -85,6 +85,7 @@ class Tonight:
     optional: list[str] = field(default_factory=list)  # run last; a round of what tonight finds may take their time
     standby: list[str] = field(default_factory=list)  # optional, first: due, and run if the suspects clear
     lead: list[str] = field(default_factory=list)  # run first: the references, then the configs with a suspect
+    extra_s: dict[str, float] = field(default_factory=dict)  # what each config's extra launches cost on this box
 
     def order(self, names: Sequence[str]) -> list[str]:
         """`names` in run order for tonight: the references and the suspects' configs first (a suspect is settled
@@ -94,9 +95,10 @@ class Tonight:
                                             self.lead.index(n) if n in self.lead else len(self.lead)))
 
     def lines(self) -> list[str]:
-        """`tonight: tp8, b (+3 launches for what it left open), c; not tonight: a (judged 1 night ago; next tomorrow
-        ...); every config judged at least every 2 nights`."""
-        names = [f"{n} (+{self.extra[n]} launch{'es' if self.extra[n] != 1 else ''} for what it left open)"
+        """`tonight: tp8, b (+3 launches for what it left open, 2.4 h), c; not tonight: a (judged 1 night ago; next
+        tomorrow ...); every config judged at least every 2 nights`."""
+        names = [f"{n} (+{self.extra[n]} launch{'es' if self.extra[n] != 1 else ''} for what it left open"
+                 + (f", {hours(self.extra_s[n])})" if n in self.extra_s else ")")
                  if self.extra.get(n) else f"{n} (stands by: runs last if the suspects clear)" if n in self.standby
                  else n for n in self.run]
         head = f"tonight: {', '.join(names) or 'none'}"
@@ -226,8 +228,10 @@ def pick(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, St
         if c.config not in run and c.config not in later:
             later[c.config] = f"not within {2 * len(costs)} nights at this budget: raise it or deselect configs"
     rank = {c.config: i for i, c in enumerate(costs)}
+    by = {c.config: c for c in costs}
+    extra_s = {n: by[n].night_s(planned + more) - by[n].night_s(planned) for n, more in extra.items()}
     return Tonight(run, dict(sorted(later.items(), key=lambda kv: rank[kv[0]])), rules.cover, extra, optional,
-                   standby, lead)
+                   standby, lead, extra_s)
 
 
 def cover(costs: Sequence[ConfigCost], budget_s: float, planned: int = 1, references: Collection[str] = (),
