@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from plugin_helpers import TWO_SCENARIOS, said_lines, write_configs
 
-from pytest_glm5.judge import decide
+from pytest_glm5.judge import decide, suspects
 from pytest_glm5.judge.carry import Prior, Sample, digest, prior_of
 from pytest_glm5.judge.decide import Look
 from pytest_glm5.judge.verdicts import Bound, Kind
@@ -76,7 +76,7 @@ def test_tonights_launches_join_the_earlier_nights_and_the_looks_count_across_th
 
 def test_one_launch_cannot_confirm_a_drop_it_is_a_suspect() -> None:
     v = _judge([88.0], Prior())
-    assert v.verdict == Kind.UNRESOLVED and v.stat["suspect"] and v.stat["to_add"] == decide.SUSPECT_LAUNCHES == 3
+    assert v.verdict == Kind.UNRESOLVED and v.stat["suspect"] and v.stat["to_add"] == suspects.SUSPECT_LAUNCHES == 3
     assert v.note.startswith("suspect: one launch shows -12.") and "3 more launches confirm or clear it" in v.note
     assert _judge([88.0, 89.0], Prior()).verdict == Kind.REGRESSION  # two launches do
 
@@ -88,7 +88,7 @@ def test_a_drop_beyond_the_tolerance_that_is_not_likely_is_no_suspect() -> None:
     at = Look(0.01, 1, 5)
     v = decide.carried(decide.against_reference("t", "s", "output_throughput", [94.0], [94.0], _bound(wide), {}, at),
                        Prior(), lambda pooled, lk: pytest.fail("nothing to pool"), at)
-    assert v.verdict == Kind.UNRESOLVED and v.stat["p_worse"] > decide.SUSPECT_P and "suspect" not in v.stat
+    assert v.verdict == Kind.UNRESOLVED and v.stat["p_worse"] > suspects.SUSPECT_P and "suspect" not in v.stat
 
 
 def test_a_suspect_is_a_config_whose_series_drop_together_not_one_series_noise() -> None:
@@ -101,19 +101,19 @@ def test_a_suspect_is_a_config_whose_series_drop_together_not_one_series_noise()
         alone = decide.against_reference("t", scenario, "output_throughput", [tonight], [tonight], _bound(ref), {}, at)
         return decide.carried(alone, Prior(), lambda *a: pytest.fail("nothing to pool"), at)
     strong = series("a", 88.0)
-    assert strong.stat["suspect"] and strong.stat["p_worse"] < decide.SUSPECT_P / 6
+    assert strong.stat["suspect"] and strong.stat["p_worse"] < suspects.SUSPECT_P / 6
     calm = [series(f"m{i}", 100.0) for i in range(5)]
-    assert decide.drops_together([strong, *calm])
+    assert suspects.drops_together([strong, *calm])
     wide = [100.0 * (1 + 0.04 * z) for z in (-1.5, -1, -0.5, 0, 0.5, 1, 1.5, 0, -1, 1, -0.5, 0.5)]
     weak = series("b", 91.0, wide)
-    assert weak.stat["suspect"] and decide.SUSPECT_P / 6 < weak.stat["p_worse"] < decide.SUSPECT_P, weak.stat
-    assert not decide.drops_together([weak, *calm])
-    out = decide.as_config([weak, *calm])
+    assert weak.stat["suspect"] and suspects.SUSPECT_P / 6 < weak.stat["p_worse"] < suspects.SUSPECT_P, weak.stat
+    assert not suspects.drops_together([weak, *calm])
+    out = suspects.as_config([weak, *calm])
     assert "suspect" not in out[0].stat and "to_add" not in out[0].stat and out[0].verdict == Kind.UNRESOLVED
     assert out[0].note.endswith("not a suspect, its config's next launch decides") and weak.stat["suspect"]
     # Half the series dropping together: a suspect however weak each is alone.
     half = [weak, *[series(f"w{i}", 91.0, wide) for i in range(2)], *calm[:3]]
-    assert decide.drops_together(half) and all(v.stat["suspect"] for v in decide.as_config(half)[:3])
+    assert suspects.drops_together(half) and all(v.stat["suspect"] for v in suspects.as_config(half)[:3])
 
 
 def test_a_new_build_starts_a_new_sample_and_the_line_says_why() -> None:

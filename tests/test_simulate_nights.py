@@ -76,7 +76,7 @@ def test_the_verdict_digest_is_the_same_run_to_run_and_moves_with_a_judge_change
     # same checkout must give the same verdicts, and a changed rule must show.
     import importlib.util
 
-    from pytest_glm5.judge import decide
+    from pytest_glm5.judge import decide, suspects
 
     spec = importlib.util.spec_from_file_location("verdict_digest", ROOT / "scripts" / "verdict_digest.py")
     assert spec is not None and spec.loader is not None
@@ -85,7 +85,7 @@ def test_the_verdict_digest_is_the_same_run_to_run_and_moves_with_a_judge_change
     once = digest.verdicts(ROOT, range(1, 2), 3)
     assert once == digest.verdicts(ROOT, range(1, 2), 3)
     assert sum(len(night) for h in once.values() for night in h) > 500
-    monkeypatch.setattr(decide, "SUSPECT_P", 1.0)  # a one-launch drop beyond the tolerance is a suspect at any p
-    monkeypatch.setattr(decide, "SUSPECT_LAUNCHES", 5)
+    monkeypatch.setattr(suspects, "SUSPECT_P", 1.0)  # a one-launch drop beyond the tolerance is a suspect at any p
+    monkeypatch.setattr(suspects, "SUSPECT_LAUNCHES", 5)
     monkeypatch.setattr(decide, "AFFORDABLE_LAUNCHES", 1)
     assert digest.verdicts(ROOT, range(1, 2), 3) != once

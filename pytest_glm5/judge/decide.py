@@ -29,6 +29,7 @@ from .stats import (
     spent,
     welch,
 )
+from .suspects import mark as _suspect
 from .variance import NOISIER, Spread
 from .verdicts import Bound, Kind, Test, Verdict, workload_differs
 
@@ -40,12 +41,6 @@ AB_TOLERANCE = 0.02  # the practical threshold of an A/B without baselines: a sm
 # A GLM-5 launch costs 10-50 minutes: past this many (about a night at 30 minutes each) advice to add launches
 # cannot be followed, and the verdict says so.
 AFFORDABLE_LAUNCHES = 16
-# The launches a suspect asks of its config's next night: one confirms or clears it alone, but a confirmation must
-# also hold across the run's configs (the family decision); scripts/simulate_nights.py measured the count.
-SUSPECT_LAUNCHES = 3
-# A launch beyond the tolerance is a suspect only if a drop is also likely (p below this): at a launch CV near the
-# tolerance one launch in six of unchanged code lies beyond it, and every config would ask for launches every night.
-SUSPECT_P = 0.05
 
 
 @dataclass(frozen=True)
@@ -261,58 +256,6 @@ def wants_launch(v: Verdict, carries: bool) -> bool:
     if v.verdict != Kind.UNRESOLVED or v.stat.get("futile"):
         return False
     return not carries or -float(v.stat.get("gain", 0.0)) > float(v.stat.get("tolerance", 0.0))
-
-
-def _suspect(v: Verdict) -> Verdict:
-    """One launch cannot confirm a drop (a slow launch moves every metric of a config): a drop beyond the tolerance
-    on one launch that is likely (p below SUSPECT_P) is a suspect, unresolved, which more launches confirm or
-    clear."""
-    st = v.stat
-    if v.verdict not in (Kind.REGRESSION, Kind.UNRESOLVED) or not st or int(st.get("n_new", 2)) >= 2 \
-            or -float(st.get("gain", 0.0)) <= float(st.get("tolerance", 0.0)):
-        return v
-    if v.verdict == Kind.UNRESOLVED and float(st.get("p_worse", 1.0)) >= SUSPECT_P:
-        return v
-    stat = cast(Test, {**v.stat, "suspect": True, "to_add": SUSPECT_LAUNCHES})
-    return replace(v, verdict=Kind.UNRESOLVED, stat=stat,
-                   note=f"suspect: one launch shows {v.stat['change'] * 100:+.1f}% (p {v.stat['p_worse']:.2g}), beyond "
-                        f"the {v.stat['tolerance'] * 100:g}% tolerance; {SUSPECT_LAUNCHES} more launches confirm or "
-                        "clear it (rounds tonight if the budget allows, else first on the config's next night)")
-
-
-def _drops(v: Verdict) -> bool:
-    return bool(v.stat) and -float(v.stat.get("gain", 0.0)) > float(v.stat.get("tolerance", 0.0))
-
-
-def drops_together(vs: Sequence[Verdict]) -> bool:
-    """Whether one config's series read a drop as a config, not as one series' noise: at least half of its tested
-    series drop beyond their tolerance, or one drops with a p that holds across them (SUSPECT_P over their count,
-    Bonferroni). A config of 14-19 series has one beyond the tolerance on most launches of unchanged code at a CV
-    near it; a config's rounds and a suspect's launches are spent on the config (scripts/simulate_nights.py)."""
-    judged = [v for v in vs if v.stat and v.verdict in (Kind.PASS, Kind.UNRESOLVED, Kind.REGRESSION,
-                                                         Kind.IMPROVEMENT, Kind.KNOWN_COST)]
-    drops = [v for v in judged if _drops(v)]
-    if not drops:
-        return False
-    return 2 * len(drops) >= len(judged) or any(float(v.stat.get("p_worse", 1.0)) < SUSPECT_P / len(judged)
-                                                 for v in drops)
-
-
-def as_config(vs: Sequence[Verdict]) -> list[Verdict]:
-    """The verdicts of a run with a suspect kept only where its config's series drop together (drops_together):
-    elsewhere the series stays unresolved and asks its config's next night for nothing more than its launch."""
-    by: dict[str, list[Verdict]] = {}
-    for v in vs:
-        by.setdefault(v.config, []).append(v)
-    alone = {c for c, mine in by.items() if not drops_together(mine)}
-    out = []
-    for v in vs:
-        if v.config in alone and v.stat.get("suspect"):
-            stat = cast(Test, {k: x for k, x in v.stat.items() if k not in ("suspect", "to_add")})
-            v = replace(v, stat=stat, note=f"{v.note}; but its config's other series do not drop with it: not a "
-                                           "suspect, its config's next launch decides")
-        out.append(v)
-    return out
 
 
 def _nightly(c: Comparison, tolerance: float, level: float) -> str:

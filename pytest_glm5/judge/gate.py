@@ -11,7 +11,7 @@ from ..configs import ServerConfig
 from ..load.types import BEHIND, BenchResult, Workload, dataset_identity, trace_identity
 from ..settings import Settings
 from ..telemetry.energy import merged_power
-from . import admission, carry, decide, family, slo
+from . import admission, carry, decide, family, slo, suspects
 from .admission import JUDGED
 from .baselines import BaselineStore, judge, model_key
 from .decide import Look, per_launch
@@ -317,7 +317,7 @@ class PerfGate:
         carries = self.history is not None and not self.statistics.ab
         if look.last:
             return False
-        if any(decide.wants_launch(v, carries) for v in out) and (not carries or decide.drops_together(out)):
+        if any(decide.wants_launch(v, carries) for v in out) and (not carries or suspects.drops_together(out)):
             return True
         mine = {(v.config, v.scenario, v.metric) for v in out}
         others = [v for v in self.verdicts if (v.config, v.scenario, v.metric) not in mine]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import decide, family
+from . import decide, family, suspects
 from .baselines import BaselineError, baseline_path, select_updates, unfit_to_record, write_updates
 from .stats import DEFAULT_ALPHA, detectable_drop
 from .verdicts import Change, Kind, ReportError, Verdict, same_machines, verdict_from_doc
@@ -106,7 +106,7 @@ def decided(m: Merged, alpha: float) -> Merged:
     regression first held against the run's own launch spread (decide.against_the_night); `m` is not changed."""
     fam = family.family(decide.against_the_night(m.verdicts, m.versus), alpha)
     n = len(m.verdicts)
-    return replace(m, verdicts=decide.as_config(fam.verdicts[:n]), versus=fam.verdicts[n:], family_size=fam.size,
+    return replace(m, verdicts=suspects.as_config(fam.verdicts[:n]), versus=fam.verdicts[n:], family_size=fam.size,
                    confirmed=fam.confirmed)
 
 

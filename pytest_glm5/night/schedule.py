@@ -176,19 +176,25 @@ def _night(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, 
     for c in order:
         give(c, rules.planned)
     extra = {name: n - rules.planned for name, n in given.items() if n > rules.planned}
-    # A config that is due or new and left out only by the suspects' launches stands by: it runs last if they clear
-    # (the launches a suspect does not spend go back to the budget), else on a later night.
     room = budget_s - spent + sum(c.night_s(given[c.config]) - c.night_s(rules.planned) for c in costs
                                   if c.config in extra)
-    standby = []
-    for c in order:
-        if c.config not in given and priority(c)[0] <= 3 and c.night_s(rules.planned) <= room:
-            standby.append(c.config)
-            room -= c.night_s(rules.planned)
+    standby = _standby([c for c in order if c.config not in given and priority(c)[0] <= 3], room, rules.planned)
     optional = standby + [c.config for c in costs if given.get(c.config) == rules.planned and priority(c)[0] > 4]
     lead = [c.config for c in order if c.config in given and priority(c)[0] <= 1]
     return ([c.config for c in costs if c.config in given or c.config in standby], waiting, extra, optional, standby,
             lead)
+
+
+def _standby(left_out: Sequence[ConfigCost], room: float, planned: int) -> list[str]:
+    """The configs due or new that the suspects' launches left out and that fit `room` (the night's budget left if
+    every suspect clears): they stand by, run last if the launches a suspect did not spend went back to the budget,
+    else on a later night."""
+    out = []
+    for c in left_out:
+        if c.night_s(planned) <= room:
+            out.append(c.config)
+            room -= c.night_s(planned)
+    return out
 
 
 def pick(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, Standing], planned: int = 1,
