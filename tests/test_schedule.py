@@ -115,7 +115,7 @@ def test_point(perf, cfg):
     first = pytester.runpytest(*args, "--glm5-report", "r.json", "--glm5-html", "r.html")
     assert first.ret == 0, first.stdout.str()[-3000:]
     run = json.loads((pytester.path / "r.json").read_text())["run"]
-    assert run["schedule"] == {"tonight": ["a"], "cover": 3, "extra": {}, "optional": [], "later": {
+    assert run["schedule"] == {"tonight": ["a"], "cover": 3, "extra": {}, "optional": [], "standby": [], "later": {
         "b": "never judged here; next tomorrow (the longest waiting go first)",
         "c": "never judged here; next in 2 nights (the longest waiting go first)"}}
     assert run["budget_s"] == 300.0 and run["not_run"]["c"].startswith("not tonight: ")

@@ -214,6 +214,7 @@ class Picked(Protocol):
     cover: int
     extra: dict[str, int]
     optional: list[str]
+    standby: list[str]
 
 
 @dataclass
@@ -267,7 +268,7 @@ class Night:
         if self.plan is not None:
             self.plan.cover = cover
         self.schedule = {"tonight": list(run), "later": dict(later), "cover": cover, "extra": extra,
-                         "optional": list(optional)}
+                         "optional": list(optional), "standby": list(pick.standby)}
         if self.budget is not None:
             self.budget.first = {k: v for k, v in self.budget.first.items() if k in run}
             self.budget.optional = set(optional)
