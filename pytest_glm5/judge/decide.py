@@ -29,6 +29,7 @@ from .stats import (
     spent,
     welch,
 )
+from .suspects import drops
 from .suspects import mark as _suspect
 from .variance import NOISIER, Spread
 from .verdicts import Bound, Kind, Test, Verdict, workload_differs
@@ -195,7 +196,7 @@ def carried(alone: Verdict, prior: Prior, rejudge: Callable[[list[float], Look],
     sequential test whose looks count across the nights.
     `alone`: tonight's launches judged by themselves; `rejudge(launches, look)` judges a pooled sample."""
     tonight = list(alone.launches)
-    dropped = bool(alone.stat) and -float(alone.stat.get("gain", 0.0)) > float(alone.stat.get("tolerance", 0.0))
+    dropped = drops(alone)
     if prior.decided == Kind.REGRESSION and alone.stat and dropped:
         stat = cast(Test, {**alone.stat, "p_adj": 0.0, "nights": prior.nights + 1})  # decided by its own night
         return replace(alone, verdict=Kind.REGRESSION, stat=stat,
@@ -255,7 +256,7 @@ def wants_launch(v: Verdict, carries: bool) -> bool:
         return int(v.stat.get("n_new", len(v.launches))) < 2
     if v.verdict != Kind.UNRESOLVED or v.stat.get("futile"):
         return False
-    return not carries or -float(v.stat.get("gain", 0.0)) > float(v.stat.get("tolerance", 0.0))
+    return not carries or drops(v)
 
 
 def _nightly(c: Comparison, tolerance: float, level: float) -> str:

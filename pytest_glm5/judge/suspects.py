@@ -30,7 +30,7 @@ def mark(v: Verdict) -> Verdict:
     clear."""
     st = v.stat
     if v.verdict not in (Kind.REGRESSION, Kind.UNRESOLVED) or not st or int(st.get("n_new", 2)) >= 2 \
-            or -float(st.get("gain", 0.0)) <= float(st.get("tolerance", 0.0)):
+            or not drops(v):
         return v
     if v.verdict == Kind.UNRESOLVED and float(st.get("p_worse", 1.0)) >= SUSPECT_P:
         return v
@@ -41,7 +41,8 @@ def mark(v: Verdict) -> Verdict:
                         "clear it (rounds tonight if the budget allows, else first on the config's next night)")
 
 
-def _drops(v: Verdict) -> bool:
+def drops(v: Verdict) -> bool:
+    """Whether a verdict's change is a drop beyond its tolerance (whatever its p)."""
     return bool(v.stat) and -float(v.stat.get("gain", 0.0)) > float(v.stat.get("tolerance", 0.0))
 
 
@@ -52,11 +53,11 @@ def drops_together(vs: Sequence[Verdict]) -> bool:
     near it; a config's rounds and a suspect's launches are spent on the config (scripts/simulate_nights.py)."""
     judged = [v for v in vs if v.stat and v.verdict in (Kind.PASS, Kind.UNRESOLVED, Kind.REGRESSION,
                                                          Kind.IMPROVEMENT, Kind.KNOWN_COST)]
-    drops = [v for v in judged if _drops(v)]
-    if not drops:
+    dropping = [v for v in judged if drops(v)]
+    if not dropping:
         return False
-    return 2 * len(drops) >= len(judged) or any(float(v.stat.get("p_worse", 1.0)) < SUSPECT_P / len(judged)
-                                                 for v in drops)
+    return 2 * len(dropping) >= len(judged) or any(float(v.stat.get("p_worse", 1.0)) < SUSPECT_P / len(judged)
+                                                    for v in dropping)
 
 
 def as_config(vs: Sequence[Verdict]) -> list[Verdict]:

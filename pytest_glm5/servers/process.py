@@ -156,8 +156,8 @@ def process_state(pid: int | None) -> str:
 
 def cpu_wait_s(pid: int | None) -> float | None:
     """Seconds the server's process tree (every thread of it and of its children) was ready to run and waited for a
-    CPU, from Linux's schedstat (None: no such process here, or Linux does not say). A server kept off its CPUs by
-    a neighbour is slower for the host's sake, not its build's (judge/gate.py reads it for the emulator)."""
+    CPU, from Linux's schedstat (None: no such process here, or Linux does not say): the report's server_cpu_wait_s,
+    recorded, not judged (on the emulator a neighbour's load raised it without slowing the figures)."""
     if pid is None:
         return None
     try:
