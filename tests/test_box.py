@@ -71,3 +71,41 @@ def test_a_box_whose_nights_agree_with_the_references_moves_nothing(tmp_path: Pa
     # Launches of another build are no control: a patch may have slowed them.
     other = nights(path, [97.1, 96.8, 97.2, 96.9, 97.0], build="b2")
     assert "box" not in judged(tmp_path, other, [94.2, 93.8, 94.5]).stat
+
+
+def test_references_of_another_session_are_moved_by_their_own_shift(tmp_path: Path) -> None:
+    # a and b recorded on one day, c and d later: since a's session the box (and the host's share of the figure)
+    # moved +20%, since c's nothing. Pooled over both sessions the shift moved c's reference up with a's, and an
+    # unchanged c read as a confirmed regression (issue 39's tp8-mtp single-stream median TTFT).
+    (tmp_path / "hw").mkdir()
+    path = tmp_path / "hw" / "m.toml"
+    path.write_text("".join(
+        f"[{c}.s.output_throughput]\nfloor = 100.0\ntolerance = 0.05\ntolerance_why = 'hand-set'\nlaunches = {REF}\n"
+        f"updated = '{day}'\nprovenance = {{build = 'b0', commit = '{commit}'}}\n\n"
+        for c, day, commit in (("a", "2027-01-01", "x1"), ("b", "2027-01-01", "x1"), ("c", "2027-01-05", "y2"),
+                               ("d", "2027-01-05", "y2"))))
+    store = BaselineStore(path)
+    bound = store.bound("c", *KEY)
+    assert bound is not None and bound.recorded == "2027-01-05 y2"
+    runs = []
+    for i, (old, new) in enumerate(zip([120.5, 119.2, 120.8, 119.6, 120.1], [100.4, 99.1, 100.9, 99.6, 100.2],
+                                       strict=True)):
+        series = []
+        for c, x in (("a", old), ("b", old), ("c", new), ("d", new)):
+            b = store.bound(c, *KEY)
+            assert b is not None
+            series.append({"config": c, "scenario": "s", "metric": "output_throughput", "build": "b0",
+                           "ref": digest([list(b.launches), b.tolerance, b.value]), "workload": "w",
+                           "launches": [x], "verdict": "pass"})
+        runs.append({"time": f"2027-01-{i + 6:02d}", "series": series})
+    gate = PerfGate(tmp_path, history=lambda hardware, model: runs)
+    prov = Provenance("hw", "m", "", "sim", "", build="b1", workload={})
+    tonight = [99.8, 100.3, 100.1]  # c as it was recorded
+    v = gate.against_reference("c", *KEY, list(tonight), list(tonight), bound, prov, gate.look(3))
+    assert "box" not in v.stat and v.verdict == Kind.PASS, v.line()
+    # a's references are still moved by their session's shift: the line names the session.
+    a = store.bound("a", *KEY)
+    assert a is not None
+    w = gate.against_reference("a", *KEY, [120.0, 119.7, 120.4], [120.0, 119.7, 120.4], a, prov, gate.look(3))
+    assert 0.17 < w.stat["box"]["shift"] < 0.23 and w.stat["box"]["recorded"] == "2027-01-01 x1", w.stat
+    assert "recorded 2027-01-01 x1 +20.0%" in w.stat["against"] and w.verdict == Kind.PASS, w.line()

@@ -123,7 +123,8 @@ class BaselineStore:
                      tuple(float(x) for x in entry.get("launches", [])),
                      self._target(entry, scenario, metric),
                      tuple(float(x) for x in entry.get("cdf", [])),
-                     _power_of(entry.get("provenance")), str((entry.get("provenance") or {}).get("build", "")))
+                     _power_of(entry.get("provenance")), str((entry.get("provenance") or {}).get("build", "")),
+                     _session(entry))
 
     def _target(self, entry: Any, scenario: str, metric: str) -> float | None:
         """The entry's own target, else the file's for this scenario and metric ([targets]), else None."""
@@ -398,3 +399,14 @@ def read_once(stores: dict[Path, BaselineStore], path: Path) -> BaselineStore:
 def baseline_path(root: Path, hardware: str, model: str) -> Path:
     """`<root>/<hardware>/<model key>.toml` (model_key: the same file for every path to the same model)."""
     return root / hardware / f"{model_key(model)}.toml"
+
+
+def _session(entry: Any) -> str:
+    """The recording session of an entry: its date and the commit that recorded it ("" where the file says neither).
+
+    >>> _session({"updated": "2026-12-03", "provenance": {"commit": "7fed32d+dirty"}}), _session({})
+    ('2026-12-03 7fed32d+dirty', '')
+    """
+    provenance = entry.get("provenance") or {}
+    parts = [str(entry.get("updated", "")), str(provenance.get("commit", "")) if isinstance(provenance, dict) else ""]
+    return " ".join(p for p in parts if p)

@@ -7,16 +7,23 @@ box's drift as if it were its own, and a drift within the tolerance becomes a co
 launches pile up (scripts/simulate_nights.py --drift: 1.6 nights in 100). The nights already hold the control: the
 launches they made of the reference's own build (the build that was recorded), which a patch cannot have slowed.
 Their mean log change from each series' recorded mean (+ is faster), per series kind (scenario and metric, over
-every config: the box moves a throughput and a millisecond TTFT apart), over the last BOX_NIGHTS nights that ran a
+every config: the box moves a throughput and a millisecond TTFT apart) and per recording session (the references
+recorded together: the box moved since each session by its own amount), over the last BOX_NIGHTS nights that ran a
 reference build, is the box's shift for that kind. Where it is beyond chance (two-sided, BOX_P, over at least
 BOX_LAUNCHES launches of two configs or more), every reference of the kind is moved by it: a build is judged against
 the box as it reads the reference's build now, and a drop that arrives with a build is still a drop. The shift is
 said, beside the verdict and in the summary: a box that got slower is news.
 
+Why per session: references recorded on different days carry the box (and the host's share of a millisecond
+figure) of their own day. Pooled over sessions, the single-stream median TTFT of configs recorded on 2026-12-03
+(2.0-2.2 ms) read 1.6-1.8 ms on later nights, and the shift that moved them moved the two speculative configs'
+references too, recorded on 2026-12-06 at 1.8 ms as the box reads now: an unchanged tp8-mtp read +38% against
+its reference moved 27% down, a confirmed regression (scripts/unchanged_histories.py, issue 39).
+
     >>> f = factors([{"series": [dict(config="c", scenario="s", metric="output_throughput", build="b0", ref="r",
     ...                                launches=[97.0, 96.0], verdict="pass")]}],
-    ...             lambda key, build, ref: (math.log(100.0), True) if (build, ref) == ("b0", "r") else None)
-    >>> [(round(x, 4), night, config) for x, night, config in f[("s", "output_throughput")]]
+    ...             lambda key, build, ref: (math.log(100.0), True, "d1") if (build, ref) == ("b0", "r") else None)
+    >>> [(round(x, 4), night, config) for x, night, config in f[("s", "output_throughput", "d1")]]
     [(-0.0305, 0, 'c'), (-0.0408, 0, 'c')]
     >>> s = shift([-0.03, -0.028, -0.031, -0.027, -0.029, -0.032], 2, 3)
     >>> print(s.line())
@@ -38,9 +45,12 @@ BOX_NIGHTS = 5  # the latest nights that ran a reference's build: the box as it 
 BOX_LAUNCHES = 6  # fewer launches cannot tell a shift of the box from one slow launch
 BOX_P = 0.01  # two-sided: the shift is applied only where it is beyond chance at this level
 
-# (config, scenario, metric), the entry's build, its reference digest -> the recorded reference's mean log value and
-# whether higher is better; None where the entry is not of the reference's build or not against that reference.
-Recorded = Callable[[tuple[str, str, str], str, str], tuple[float, bool] | None]
+# (config, scenario, metric), the entry's build, its reference digest -> the recorded reference's mean log value,
+# whether higher is better and the session it was recorded in (verdicts.Bound.recorded); None where the entry is not
+# of the reference's build or not against that reference.
+Recorded = Callable[[tuple[str, str, str], str, str], tuple[float, bool, str] | None]
+# (scenario, metric, recording session): the references one shift moves
+SeriesKind = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class Shift:
     launches: int
     configs: int
     nights: int
+    recorded: str = ""  # the recording session of the references it was read against ("": not said)
 
     @property
     def applies(self) -> bool:
@@ -68,21 +79,23 @@ class Shift:
 
     def line(self) -> str:
         """What the shift is and what it rests on."""
-        return (f"the box reads the references' own builds {math.expm1(self.shift) * 100:+.1f}% on its last "
+        of = f" recorded {self.recorded}" if self.recorded else ""
+        return (f"the box reads the references' own builds{of} {math.expm1(self.shift) * 100:+.1f}% on its last "
                 f"{self.nights} nights ({self.launches} launches of {self.configs} configs)")
 
     def to_dict(self) -> dict[str, Any]:
         """As a verdict's test keeps it."""
         return {"shift": round(math.expm1(self.shift), 5), "se": round(self.se, 5), "launches": self.launches,
-                "configs": self.configs, "nights": self.nights}
+                "configs": self.configs, "nights": self.nights, "recorded": self.recorded}
 
 
 def factors(runs: Sequence[Mapping[str, Any]], recorded: Recorded, nights: int = BOX_NIGHTS
-            ) -> dict[tuple[str, str], list[tuple[float, int, str]]]:
-    """Per (scenario, metric): each launch the last `nights` nights (that ran one) made of a reference's own build,
-    as its oriented log change from the series' recorded mean, with the night (0: the newest) and the config. Per
-    series kind, not per launch over a config's series: the box moves a throughput and a millisecond TTFT apart."""
-    out: dict[tuple[str, str], list[tuple[float, int, str]]] = {}
+            ) -> dict[SeriesKind, list[tuple[float, int, str]]]:
+    """Per (scenario, metric, recording session): each launch the last `nights` nights (that ran one) made of a
+    reference's own build, as its oriented log change from the series' recorded mean, with the night (0: the newest)
+    and the config. Per series kind, not per launch over a config's series: the box moves a throughput and a
+    millisecond TTFT apart."""
+    out: dict[SeriesKind, list[tuple[float, int, str]]] = {}
     used = 0
     for n, run in enumerate(reversed(runs)):
         any_here = False
@@ -92,8 +105,9 @@ def factors(runs: Sequence[Mapping[str, Any]], recorded: Recorded, nights: int =
             xs = [float(x) for x in s.get("launches") or [] if isinstance(x, int | float) and x > 0]
             if got is None or not xs or s.get("verdict") not in (*OPEN, *DECIDED):
                 continue
-            mean, up = got
-            out.setdefault(key[1:], []).extend(((math.log(x) - mean) * (1 if up else -1), n, key[0]) for x in xs)
+            mean, up, session = got
+            oriented = ((math.log(x) - mean) * (1 if up else -1) for x in xs)
+            out.setdefault((key[1], key[2], session), []).extend((x, n, key[0]) for x in oriented)
             any_here = True
         used += any_here
         if used >= nights:
@@ -101,16 +115,16 @@ def factors(runs: Sequence[Mapping[str, Any]], recorded: Recorded, nights: int =
     return out
 
 
-def shift(values: Sequence[float], configs: int, nights: int) -> Shift:
+def shift(values: Sequence[float], configs: int, nights: int, recorded: str = "") -> Shift:
     """The shift of these launch factors: their mean and its standard error."""
     n = len(values)
     mean = sum(values) / n if n else 0.0
     sd = math.sqrt(sum((x - mean) ** 2 for x in values) / (n - 1)) if n > 1 else math.nan
-    return Shift(mean, sd / math.sqrt(n) if n > 1 else math.nan, n, configs, nights)
+    return Shift(mean, sd / math.sqrt(n) if n > 1 else math.nan, n, configs, nights, recorded)
 
 
-def of(runs: Sequence[Mapping[str, Any]], recorded: Recorded) -> dict[tuple[str, str], Shift]:
-    """The box's shift per (scenario, metric) from the history's runs (none where no launch of a reference's build
-    reads it)."""
-    return {kind: shift([x for x, _, _ in got], len({c for _, _, c in got}), len({n for _, n, _ in got}))
+def of(runs: Sequence[Mapping[str, Any]], recorded: Recorded) -> dict[SeriesKind, Shift]:
+    """The box's shift per (scenario, metric, recording session) from the history's runs (none where no launch of a
+    reference's build reads it)."""
+    return {kind: shift([x for x, _, _ in got], len({c for _, _, c in got}), len({n for _, n, _ in got}), kind[2])
             for kind, got in factors(runs, recorded).items()}

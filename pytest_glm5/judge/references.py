@@ -94,8 +94,8 @@ class ReferenceBook:
     history: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
     runs: dict[tuple[str, str], Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     variance: dict[Path, VarianceModel] = field(default_factory=dict)  # per baselines file, fitted once a run
-    # (hardware, model) -> the box's shift per (scenario, metric) (judge/box.py)
-    shifts: dict[tuple[str, str], dict[tuple[str, str], box.Shift]] = field(default_factory=dict)
+    # (hardware, model) -> the box's shift per (scenario, metric, recording session) (judge/box.py)
+    shifts: dict[tuple[str, str], dict[box.SeriesKind, box.Shift]] = field(default_factory=dict)
 
     def store(self, hardware: str, model: str) -> tuple[Path, BaselineStore]:
         """The store of this hardware and model (read once per run)."""
@@ -133,7 +133,7 @@ class ReferenceBook:
         runs = self.runs_of(provenance)  # read before the variance model is fitted: the nights join it
         carries = self.history is not None
         prior = carry.prior_of(runs, key, sample) if carries else carry.Prior()
-        moved = self.box_shift(provenance).get(key[1:]) if carries else None
+        moved = self.box_shift(provenance).get((key[1], key[2], bound.recorded)) if carries else None
         if moved is not None and moved.applies and len(bound.launches) >= 2:
             # The box as it reads the reference's build now: the recorded launches moved by its shift (the grown
             # ones are of the box as it was, and would pull the reference back).
@@ -143,24 +143,24 @@ class ReferenceBook:
             if carries and bound.build and bound.build != provenance.build else ()
         return Against(sample, prior, grown, replace(bound, launches=(*bound.launches, *grown)))
 
-    def box_shift(self, provenance: Provenance) -> dict[tuple[str, str], box.Shift]:
-        """How the box reads the references' own builds on its latest nights, per (scenario, metric) (judge/box.py),
-        once a run."""
+    def box_shift(self, provenance: Provenance) -> dict[box.SeriesKind, box.Shift]:
+        """How the box reads the references' own builds on its latest nights, per (scenario, metric, recording
+        session) (judge/box.py), once a run."""
         where = (provenance.hardware, provenance.model)
         if where not in self.shifts:
             _, store = self.store(*where)
             # Per series, once: its recorded build, its reference's digest and mean (every night's entry asks).
-            means: dict[tuple[str, str, str], tuple[str, str, float] | None] = {}
+            means: dict[tuple[str, str, str], tuple[str, str, float, str] | None] = {}
 
-            def recorded(key: tuple[str, str, str], build: str, ref: str) -> tuple[float, bool] | None:
+            def recorded(key: tuple[str, str, str], build: str, ref: str) -> tuple[float, bool, str] | None:
                 if key not in means:
                     b = store.bound(*key)
-                    means[key] = (b.build, _ref_digest(b), mean_log(b.launches)) \
+                    means[key] = (b.build, _ref_digest(b), mean_log(b.launches), b.recorded) \
                         if b is not None and not b.provisional and b.build else None
                 got = means[key]
                 if got is None or (build, ref) != got[:2]:
                     return None
-                return got[2], higher_is_better(key[2])
+                return got[2], higher_is_better(key[2]), got[3]
 
             self.shifts[where] = box.of(self.runs_of(provenance), recorded)
         return self.shifts[where]

@@ -104,6 +104,9 @@ class Bound:
     cdf: tuple[float, ...] = ()  # the recorded distribution (TTFT or ITL ms at 0, 5, ... 100%), drawn on the page
     power: dict[str, float] | None = None  # the GPUs' power regime when it was recorded (telemetry/energy.Window.power)
     build: str = ""  # the build it was recorded with (its provenance), where the file says
+    # the session it was recorded in (its date and commit), where the file says: references recorded together read
+    # the box of that day, so the box's shift since then is theirs alone (judge/box.py)
+    recorded: str = ""
 
     @property
     def provisional(self) -> bool:

@@ -329,17 +329,27 @@ def box_lines(verdicts: Sequence[Verdict]) -> list[str]:
         True
         >>> print(line.split("nights: ")[1].split(": every")[0])
         s output_throughput -3.0% (10 launches of 2 configs), s median_ttft_ms +21.8% (10 launches of 2 configs)
+
+    References recorded in another session were moved by their own shift, and the line says which:
+
+        >>> w = v("s", "median_ttft_ms", -0.05)
+        >>> w.stat["box"]["recorded"] = "12-06 c7e"
+        >>> line = box_lines([v("s", "median_ttft_ms", 0.218), w])[0]
+        >>> print(line.split("configs), ")[1].split(": every")[0])
+        s median_ttft_ms -5.0% (10 launches of 2 configs, references recorded 12-06 c7e)
     """
-    kinds: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    kinds: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = {}
     for v in verdicts:
         b = v.stat.get("box") if v.stat else None
         if isinstance(b, dict):
-            kinds.setdefault(str(v.provenance.get("hardware", "")), {}).setdefault((v.scenario, v.metric), b)
+            kind = (v.scenario, v.metric, str(b.get("recorded") or ""))
+            kinds.setdefault(str(v.provenance.get("hardware", "")), {}).setdefault(kind, b)
     out = []
     for hw, moved in kinds.items():
         nights = max(int(b["nights"]) for b in moved.values())
         said = ", ".join(f"{sc} {m} {float(b['shift']) * 100:+.1f}% ({b['launches']} launches of {b['configs']} "
-                         "configs)" for (sc, m), b in moved.items())
+                         f"configs{f', references recorded {rec}' if rec else ''})"
+                         for (sc, m, rec), b in moved.items())
         out.append(f"the box ({hw}) reads the references' own builds on its last {nights} nights: {said}: every "
                    "reference of those kinds was moved by it before judging (a drifting box is not a build's "
                    "regression; where it stays, record the baselines again)")
