@@ -15,10 +15,11 @@ the box as it reads the reference's build now, and a drop that arrives with a bu
 said, beside the verdict and in the summary: a box that got slower is news.
 
 Why per session: references recorded on different days carry the box (and the host's share of a millisecond
-figure) of their own day. Pooled over sessions, the single-stream median TTFT of configs recorded on 2026-12-03
-(2.0-2.2 ms) read 1.6-1.8 ms on later nights, and the shift that moved them moved the two speculative configs'
-references too, recorded on 2026-12-06 at 1.8 ms as the box reads now: an unchanged tp8-mtp read +38% against
-its reference moved 27% down, a confirmed regression (scripts/unchanged_histories.py, issue 39).
+figure) of their own day. On one quiet night of session 9 the single-stream median TTFT of the configs recorded on
+2026-12-03 (1.8-2.3 ms) read 1.41-1.55 ms, about -33%, and of the two speculative configs recorded on 2026-12-06
+(1.82, 1.92 ms) 1.47-1.49 ms, -20%. One shift over both moved the speculative configs' references by the older
+session's amount: in session 8 an unchanged tp8-mtp read +38% against its reference moved 27% down, a confirmed
+regression (scripts/unchanged_histories.py, issue 39).
 
     >>> f = factors([{"series": [dict(config="c", scenario="s", metric="output_throughput", build="b0", ref="r",
     ...                                launches=[97.0, 96.0], verdict="pass")]}],
