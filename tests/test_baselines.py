@@ -134,7 +134,8 @@ def test_update_keeps_comments_and_order(tmp_path: Path) -> None:
     assert "floor = 11.5" in text and "# from the campaign" in text
     assert text.index("single-stream.output_throughput") < text.index("dual-stream.output_throughput")
     s = BaselineStore(p)
-    assert s.bound("tp8", "single-stream", "p99_ttft_ms") == Bound("p99_ttft_ms", "ceiling", 250.0, 0.05, 250.0)
+    assert s.bound("tp8", "single-stream", "p99_ttft_ms") == Bound("p99_ttft_ms", "ceiling", 250.0, 0.05, 250.0,
+                                                                   recorded="2026-12-02 abc")
     assert [c.line() for c in changes] == [
         "tp8 single-stream output_throughput: 10.00 -> 11.50 (improvement)",
         "tp8 single-stream p99_ttft_ms: new -> 250.00 (new)"]

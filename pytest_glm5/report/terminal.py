@@ -320,22 +320,16 @@ def box_lines(verdicts: Sequence[Verdict]) -> list[str]:
     """The box's shifts the references were moved by (judge/box.py), a line per hardware naming each series kind: a
     box that reads its references' own builds faster or slower is news, whatever the verdicts.
 
-        >>> def v(scenario, metric, shift):
-        ...     return Verdict("a", scenario, metric, 1.0, None, "pass", provenance={"hardware": "hw"},
-        ...                    stat={"box": {"shift": shift, "launches": 10, "configs": 2, "nights": 5}})
+        >>> def v(scenario, metric, shift, recorded=""):
+        ...     return Verdict("a", scenario, metric, 1.0, None, "pass", provenance={"hardware": "hw"}, stat={"box": {
+        ...         "shift": shift, "launches": 10, "configs": 2, "nights": 5, "recorded": recorded}})
         >>> [line] = box_lines([v("s", "output_throughput", -0.0301), v("s", "median_ttft_ms", 0.218),
-        ...                     v("s", "output_throughput", -0.0301)])
+        ...                     v("s", "output_throughput", -0.0301), v("s", "median_ttft_ms", -0.05, "12-06 c7e")])
         >>> line.startswith("the box (hw) reads the references' own builds on its last 5 nights: ")
         True
-        >>> print(line.split("nights: ")[1].split(": every")[0])
-        s output_throughput -3.0% (10 launches of 2 configs), s median_ttft_ms +21.8% (10 launches of 2 configs)
-
-    References recorded in another session were moved by their own shift, and the line says which:
-
-        >>> w = v("s", "median_ttft_ms", -0.05)
-        >>> w.stat["box"]["recorded"] = "12-06 c7e"
-        >>> line = box_lines([v("s", "median_ttft_ms", 0.218), w])[0]
-        >>> print(line.split("configs), ")[1].split(": every")[0])
+        >>> print(line.split("nights: ")[1].split(": every")[0].replace("), ", "),\\n"))
+        s output_throughput -3.0% (10 launches of 2 configs),
+        s median_ttft_ms +21.8% (10 launches of 2 configs),
         s median_ttft_ms -5.0% (10 launches of 2 configs, references recorded 12-06 c7e)
     """
     kinds: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = {}
