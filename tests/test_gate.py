@@ -74,8 +74,9 @@ def test_ab_finds_a_slow_build_and_passes_an_unchanged_one(pytester: pytest.Pyte
 def test_glm5_compare_agrees_with_the_ab_gate(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     _suite(pytester)
     for build, name in (("base", "base.json"), ("slow", "slow.json"), ("base", "base2.json")):
-        # CV 1%: four launches a side are enough for SAME to rule out 5% (at 2% it needs about six).
-        result = pytester.runpytest("--glm5-build", build, "--glm5-launches", "4", "--glm5-report", name,
+        # CV 1%: four launches a side are enough for SAME to rule out 5% at the emulator's own noise, but a CI run
+        # under load read 1 unresolved (the host adds its share): six a side, as at CV 2%.
+        result = pytester.runpytest("--glm5-build", build, "--glm5-launches", "6", "--glm5-report", name,
                                     "--glm5-sim-noise", "0.01")
         assert result.ret == 0, result.stdout.str()
     base, slow, base2 = (pytester.path / n for n in ("base.json", "slow.json", "base2.json"))
