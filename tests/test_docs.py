@@ -97,15 +97,15 @@ def test_docstrings_quote_what_their_code_prints() -> None:
 
     from pytest_glm5 import metrics, names
     from pytest_glm5.correctness import canary
-    from pytest_glm5.judge import box, family, regime, stats, variance
+    from pytest_glm5.judge import box, family, held, regime, stats, variance
     from pytest_glm5.load import clock, datasets, servermetrics, trace
     from pytest_glm5.night import plan
     from pytest_glm5.report import terminal, trends
     from pytest_glm5.sim import answers, speculative
     from pytest_glm5.telemetry import energy
 
-    for module in (energy, regime, box, terminal, metrics, plan, stats, variance, family, names, trace, clock, canary,
-                   answers, speculative, datasets, servermetrics, trends):
+    for module in (energy, regime, box, held, terminal, metrics, plan, stats, variance, family, names, trace, clock,
+                   canary, answers, speculative, datasets, servermetrics, trends):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
 
