@@ -35,6 +35,20 @@ def test_compare_matches_scipys_pooled_t_test_on_logs() -> None:
     assert lat.p_better == pytest.approx(c.p_worse) and lat.gain == pytest.approx(-c.gain)
 
 
+def test_a_reference_mean_with_its_own_error_widens_the_test_by_it() -> None:
+    # A reference moved by the box's shift carries the shift's standard error: the test's is the launches' and
+    # that one in quadrature, t on the launches' degrees of freedom; the CV said is still the launches'.
+    new, ref = [95.1, 94.8, 96.0], [100.2, 99.1, 101.0, 100.4]
+    plain, moved = compare(new, ref, True), compare(new, ref, True, extra=0.01 ** 2)
+    d = math.log1p(plain.change)
+    se0 = plain.cv * math.sqrt(1 / 3 + 1 / 4)
+    t = sps.t.cdf(d / math.sqrt(se0 ** 2 + 0.01 ** 2), plain.df)
+    assert moved.p_worse == pytest.approx(t, rel=1e-9) and moved.p_worse > plain.p_worse
+    assert moved.cv == pytest.approx(plain.cv) and moved.change == pytest.approx(plain.change)
+    assert moved.ci_low < plain.ci_low and moved.ci_high > plain.ci_high
+    assert moved.change_bounds(0.95) == pytest.approx((moved.ci_low, moved.ci_high))
+
+
 def test_one_launch_a_side_has_no_spread_and_says_so() -> None:
     c = compare([95.0], [100.0], higher_is_better=True)
     assert not c.testable and "no spread" in c.describe()

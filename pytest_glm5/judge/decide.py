@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from ..metrics import ACCEPTANCE_METRICS, geometric_mean, higher_is_better, log_cv, summarize_repeats
 from .carry import Prior
-from .family import reference, tested
+from .family import extra, reference, tested
 from .stats import (
     Comparison,
     ab_decision,
@@ -158,9 +158,11 @@ def _lent(spread: Spread | None) -> dict[str, Any]:
 
 
 def against_reference(config: str, scenario: str, metric: str, samples: list[float], launches: list[float],
-                      bound: Bound, workload: dict[str, Any], look: Look, pooled: Spread | None = None) -> Verdict:
+                      bound: Bound, workload: dict[str, Any], look: Look, pooled: Spread | None = None,
+                      extra: float = 0.0) -> Verdict:
     """This run's launches against the bound's reference launches (pooled t-test on logs, one-sided; moderated by
-    what the series' family lends where `pooled` is given)."""
+    what the series' family lends where `pooled` is given; `extra`: the variance the reference's mean carries beyond
+    its launches', stats.compare)."""
     spread = summarize_repeats(samples)
     measured = float(spread.pop("median"))
     v = Verdict(config, scenario, metric, measured, bound, Kind.PASS, spread, samples, dict(workload),
@@ -168,7 +170,7 @@ def against_reference(config: str, scenario: str, metric: str, samples: list[flo
     if workload and workload_differs(bound.workload, workload):
         v.verdict = Kind.WORKLOAD_CHANGED
         return v
-    c = compare(launches, list(bound.launches), higher_is_better(metric), **_lent(pooled))
+    c = compare(launches, list(bound.launches), higher_is_better(metric), extra=extra, **_lent(pooled))
     tolerance = bound.threshold()
     v.stat = _stat(c, f"{len(bound.launches)} reference launches", f"t-test at alpha {_a(look.level)}, look "
                    f"{look.look} of {look.looks}", tolerance, look, len(bound.launches))
@@ -415,7 +417,8 @@ def _noisier(v: Verdict, others: Sequence[Verdict], lent: Spread | None) -> Comp
         return None
     night = _night_spread(new, others, var_r, df_r)
     has_ref = any(x > 0 for x in ref)
-    return welch(new, ref, up, night, (var_r, df_r), "tonight's spread") if night is not None and has_ref else None
+    return welch(new, ref, up, night, (var_r, df_r), "tonight's spread", extra(v)) \
+        if night is not None and has_ref else None
 
 
 def _rescaled(st: Test, adj: str, raw: str, p: float) -> float:
@@ -464,7 +467,7 @@ def against_the_night(verdicts: Sequence[Verdict], versus: Sequence[Verdict] = (
             out.append(v)
             continue
         else:
-            c = compare(tested(v), reference(v), higher_is_better(v.metric), prior=prior, **_lent(lent))
+            c = compare(tested(v), reference(v), higher_is_better(v.metric), prior=prior, extra=extra(v), **_lent(lent))
             if c.cv <= st["cv"] or _nightly(c, st["tolerance"], st["alpha"]) != Kind.UNRESOLVED:
                 out.append(v)
                 continue

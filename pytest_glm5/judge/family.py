@@ -35,6 +35,14 @@ def reference(v: Verdict) -> list[float]:
     return [*(v.bound.launches if v.bound else ()), *(float(x) for x in v.stat.get("grown") or [])]
 
 
+def extra(v: Verdict) -> float:
+    """The variance a verdict's reference mean carries beyond its launches' (log scale): the standard error, squared,
+    of the box's shift it was moved by (judge/box.py); 0 where it was not moved."""
+    b = v.stat.get("box") if v.stat else None
+    se = float(b.get("se") or 0.0) if isinstance(b, dict) else 0.0
+    return se * se if math.isfinite(se) else 0.0
+
+
 @dataclass
 class Family:
     """The family decision of a run: how many series and configs it tested, and the verdicts as decided (copies:
@@ -103,7 +111,7 @@ def _without(v: Verdict, drop: int, worse: bool, q: float) -> float:
     """A series' p on the run's scale (as p_adj) with launch `drop` of its sample left out."""
     new = [x for i, x in enumerate(tested(v)) if i != drop]
     lent = Spread.from_dict(v.stat["pooled"]) if isinstance(v.stat.get("pooled"), dict) else None
-    c = compare(new, reference(v), higher_is_better(v.metric), lent=lent.lent if lent else None)
+    c = compare(new, reference(v), higher_is_better(v.metric), lent=lent.lent if lent else None, extra=extra(v))
     p = c.p_worse if worse else c.p_better
     level = float(v.stat.get("alpha", q))
     return min(1.0, p * q / level) if level > 0 and not math.isnan(p) else 1.0
@@ -158,7 +166,9 @@ def shared_p(vs: Sequence[Verdict], worse: bool, q: float, drop: int | None = No
     x = [math.exp(f) for f in rows.factors(rows.ref)]
     if not y:
         return None
-    c = compare(y, x, higher_is_better=True)
+    # Each series' reference moved by its kind's shift carries that shift's error; taken as one error (they rest on
+    # the same launches), the factor's reference carries their mean.
+    c = compare(y, x, higher_is_better=True, extra=(sum(math.sqrt(extra(v)) for v in rows.use) / len(rows.use)) ** 2)
     if not c.testable:
         return None
     level = min(float(v.stat.get("alpha", q)) for v in rows.use)

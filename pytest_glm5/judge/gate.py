@@ -125,10 +125,11 @@ def across_nights(book: ReferenceBook, key: tuple[str, str, str], samples: list[
     on = book.against(provenance, key, bound)
     used, more = on.used, on.grown
     spread = book.spread(*book.store(provenance.hardware, provenance.model), key)
+    extra = on.box.variance if on.box is not None else 0.0  # a moved reference carries the shift's error
     alone = decide.against_reference(config, scenario, metric, samples, tonight, used, provenance.workload, look,
-                                     spread)
+                                     spread, extra)
     v = decide.carried(alone, on.prior, lambda pooled, at: decide.against_reference(
-        config, scenario, metric, samples, pooled, used, provenance.workload, at, spread), look)
+        config, scenario, metric, samples, pooled, used, provenance.workload, at, spread, extra), look)
     v.bound = bound  # what the file holds; the test's reference is in its stat
     if v.stat:
         v.stat["sample"] = {"build": on.sample.build, "workload": on.sample.workload, "ref": on.sample.ref}

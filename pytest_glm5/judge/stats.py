@@ -37,6 +37,7 @@ class Comparison:
     higher_is_better: bool
     df: int = 0
     pooled: str = ""  # where the variance came from besides the two sides (judge/variance.py Spread.describe)
+    extra: float = 0.0  # variance of the reference's mean beyond its launches' (a shift it was moved by: judge/box.py)
 
     @property
     def gain(self) -> float:
@@ -87,8 +88,8 @@ def _ss(logs: Sequence[float]) -> float:
 
 def _parts(new: Sequence[float], ref: Sequence[float], prior: Sequence[Sequence[float]] = (),
            lent: tuple[float, float] | None = None) -> tuple[float, float, int]:
-    """Difference of log means, its standard error (pooled variance, with the prior groups' spread and the variance
-    a family lends: (variance, degrees of freedom)), degrees of freedom."""
+    """Difference of log means, the launches' standard error of it (pooled variance, with the prior groups' spread
+    and the variance a family lends: (variance, degrees of freedom)), degrees of freedom."""
     a, b = _logs(new), _logs(ref)
     ma, mb = sum(a) / len(a), sum(b) / len(b)
     groups = [_logs(g) for g in prior if len(g) >= 2]
@@ -107,26 +108,28 @@ def _interval(c: Comparison, confidence: float) -> tuple[float, float]:
     df = c.df
     if df <= 0 or c.cv == 0:
         return (c.change, c.change)
-    se = c.cv * math.sqrt(1 / c.n_new + 1 / c.n_ref)
+    se = math.sqrt(c.cv ** 2 * (1 / c.n_new + 1 / c.n_ref) + c.extra)
     t = float(sps.t.ppf(0.5 + confidence / 2, df))
     return (math.expm1(d - t * se), math.expm1(d + t * se))
 
 
 def compare(new: Sequence[float], ref: Sequence[float], higher_is_better: bool,
             prior: Sequence[Sequence[float]] = (), lent: tuple[float, float] | None = None,
-            pooled: str = "") -> Comparison:
+            pooled: str = "", extra: float = 0.0) -> Comparison:
     """Pooled two-sample t-test on log values (equal variance: the same machine and server), one-sided both ways.
     `prior`: other launch groups of the same variance (recorded references) that add to the spread's estimate;
     `lent`: the variance and degrees of freedom the series' family lends it (judge/variance.py), a moderated t-test;
-    `pooled`: where that came from, for the line.
+    `pooled`: where that came from, for the line; `extra`: a variance the reference's mean carries beyond its
+    launches' (the standard error, squared, of the box's shift it was moved by: judge/box.py), added to the test's.
 
     With one launch per side and no prior there is no spread to test with: p is nan and the caller says so."""
     if not new or not ref:
         raise ValueError("need at least one launch on each side")
     d, se, df = _parts(new, ref, prior, lent)
     cv = se / math.sqrt(1 / len(new) + 1 / len(ref)) if df > 0 else 0.0
+    extra = extra if extra > 0 and math.isfinite(extra) else 0.0
     if df > 0 and se > 0:
-        return _tested(d, se, df, len(new), len(ref), higher_is_better, pooled if lent is not None else "")
+        return _tested(d, se, df, len(new), len(ref), higher_is_better, pooled if lent is not None else "", extra)
     if df <= 0:
         p_up = p_down = float("nan")
     else:
@@ -137,21 +140,23 @@ def compare(new: Sequence[float], ref: Sequence[float], higher_is_better: bool,
                       higher_is_better, df, pooled if lent is not None else "")
 
 
-def _tested(d: float, se: float, df: int, n_new: int, n_ref: int, higher_is_better: bool, pooled: str
-            ) -> Comparison:
-    """The t test of a difference of log means `d` with standard error `se` on `df` degrees of freedom: both
-    one-sided p values and the 95% interval, as a Comparison."""
+def _tested(d: float, se: float, df: int, n_new: int, n_ref: int, higher_is_better: bool, pooled: str,
+            extra: float = 0.0) -> Comparison:
+    """The t test of a difference of log means `d` with the launches' standard error `se` (and `extra` variance
+    beyond it) on `df` degrees of freedom: both one-sided p values and the 95% interval, as a Comparison."""
     from scipy import stats as sps
+    cv = se / math.sqrt(1 / n_new + 1 / n_ref)
+    se = math.sqrt(se ** 2 + extra)
     t = d / se
     p_up, p_down = float(sps.t.sf(t, df)), float(sps.t.cdf(t, df))  # new higher than ref; lower
     q = float(sps.t.ppf(0.975, df))
     p_worse, p_better = (p_down, p_up) if higher_is_better else (p_up, p_down)
     return Comparison(math.expm1(d), math.expm1(d - q * se), math.expm1(d + q * se), p_worse, p_better,
-                      se / math.sqrt(1 / n_new + 1 / n_ref), n_new, n_ref, higher_is_better, df, pooled)
+                      cv, n_new, n_ref, higher_is_better, df, pooled, extra)
 
 
 def welch(new: Sequence[float], ref: Sequence[float], higher_is_better: bool, new_var: tuple[float, float],
-          ref_var: tuple[float, float], pooled: str = "") -> Comparison:
+          ref_var: tuple[float, float], pooled: str = "", extra: float = 0.0) -> Comparison:
     """New launches against reference launches where the two come from sessions of different spread (a night
     noisier than the session that recorded the reference): each side's variance of log values with its degrees of
     freedom, `new_var` and `ref_var`, Welch's standard error and Satterthwaite's degrees of freedom.
@@ -165,8 +170,9 @@ def welch(new: Sequence[float], ref: Sequence[float], higher_is_better: bool, ne
     va, vb = new_var[0] / len(a), ref_var[0] / len(b)
     df = max(1, math.floor((va + vb) ** 2 / (va ** 2 / max(new_var[1], 1) + vb ** 2 / max(ref_var[1], 1))))
     if not va + vb > 0:
-        return compare(new, ref, higher_is_better)
-    return _tested(d, math.sqrt(va + vb), df, len(a), len(b), higher_is_better, pooled)
+        return compare(new, ref, higher_is_better, extra=extra)
+    return _tested(d, math.sqrt(va + vb), df, len(a), len(b), higher_is_better, pooled,
+                   extra if extra > 0 and math.isfinite(extra) else 0.0)
 
 
 def mean_log(values: Sequence[float]) -> float:

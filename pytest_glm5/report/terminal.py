@@ -335,7 +335,7 @@ def box_lines(verdicts: Sequence[Verdict]) -> list[str]:
     kinds: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = {}
     for v in verdicts:
         b = v.stat.get("box") if v.stat else None
-        if isinstance(b, dict):
+        if isinstance(b, dict) and b.get("beyond", True):  # a shift within chance moved it too, but is no news
             kind = (v.scenario, v.metric, str(b.get("recorded") or ""))
             kinds.setdefault(str(v.provenance.get("hardware", "")), {}).setdefault(kind, b)
     out = []
