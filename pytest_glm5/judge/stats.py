@@ -127,7 +127,6 @@ def compare(new: Sequence[float], ref: Sequence[float], higher_is_better: bool,
         raise ValueError("need at least one launch on each side")
     d, se, df = _parts(new, ref, prior, lent)
     cv = se / math.sqrt(1 / len(new) + 1 / len(ref)) if df > 0 else 0.0
-    extra = extra if extra > 0 and math.isfinite(extra) else 0.0
     if df > 0 and se > 0:
         return _tested(d, se, df, len(new), len(ref), higher_is_better, pooled if lent is not None else "", extra)
     if df <= 0:
@@ -146,6 +145,7 @@ def _tested(d: float, se: float, df: int, n_new: int, n_ref: int, higher_is_bett
     beyond it) on `df` degrees of freedom: both one-sided p values and the 95% interval, as a Comparison."""
     from scipy import stats as sps
     cv = se / math.sqrt(1 / n_new + 1 / n_ref)
+    extra = extra if extra > 0 and math.isfinite(extra) else 0.0  # the one place every test's error is made
     se = math.sqrt(se ** 2 + extra)
     t = d / se
     p_up, p_down = float(sps.t.sf(t, df)), float(sps.t.cdf(t, df))  # new higher than ref; lower
@@ -171,8 +171,7 @@ def welch(new: Sequence[float], ref: Sequence[float], higher_is_better: bool, ne
     df = max(1, math.floor((va + vb) ** 2 / (va ** 2 / max(new_var[1], 1) + vb ** 2 / max(ref_var[1], 1))))
     if not va + vb > 0:
         return compare(new, ref, higher_is_better, extra=extra)
-    return _tested(d, math.sqrt(va + vb), df, len(a), len(b), higher_is_better, pooled,
-                   extra if extra > 0 and math.isfinite(extra) else 0.0)
+    return _tested(d, math.sqrt(va + vb), df, len(a), len(b), higher_is_better, pooled, extra)
 
 
 def mean_log(values: Sequence[float]) -> float:
