@@ -124,7 +124,7 @@ def test_plan_prints_and_launches_nothing(pytester: pytest.Pytester) -> None:
     said_lines(result, ["glm5: plan: config * tests * load * canary * measure * launch *accuracy  source",
                         "glm5: plan: t * 2 * 0 s * 30 s * 0 s  load modeled by profile tiny, 2 min a test assumed; "
                         "canary assumed",
-                        "glm5: plan: 1 configs: first launches *; budget 8.0 h: every round fits",
+                        "glm5: plan: 1 config: first launches *; budget 8.0 h: every round fits",
                         "glm5: plan: no history (--glm5-history DIR): nothing carries from earlier nights*"])
     assert "passed" not in result.stdout.str()
     assert_no_server_left(model, wait=0.5)

@@ -9,7 +9,7 @@ are what resolving a series, recording a reference or an A/B block costs.
 
     >>> p = Plan([ConfigCost("tp8", 7, 1800.0, 600.0, "assumed", 30.0, 1055.0)], budget_s=8 * 3600, rounds=4)
     >>> p.lines()[-1]
-    '1 configs: first launches 58 min; with up to 4 rounds each 3.7 h; budget 8.0 h: every round fits'
+    '1 config: first launches 58 min; with up to 4 rounds each 3.7 h; budget 8.0 h: every round fits'
 
 The answers a launch is checked on are priced too: the canary on every launch (`checks`), the accuracy set once a
 night on the config's first launch (`accuracy`), as this box recorded them, else assumed from the campaign's speeds.
@@ -42,6 +42,11 @@ ASSUMED_CANARY_S = 30.0
 # A worked GSM8K answer is about 200 tokens, 32 questions at a time at ~8 tok/s a stream: 0.8 s a question (1,319
 # questions: about 18 minutes, half a launch), assumed until a launch here times it.
 ASSUMED_S_PER_QUESTION = 0.8
+
+
+def _configs(n: int) -> str:
+    """`1 config`, `2 configs`."""
+    return f"{n} config" + ("" if n == 1 else "s")
 
 
 def hours(seconds: float) -> str:
@@ -105,7 +110,7 @@ class Plan:
         n = len(self.costs)
         planned = f"first launches {hours(self.first_s)}" if self.planned == 1 else \
             f"{self.planned} planned launches each {hours(self.first_s)}"
-        tail = f"{n} configs: {planned}; with up to {self.rounds} rounds each {hours(self.most_s)}"
+        tail = f"{_configs(n)}: {planned}; with up to {self.rounds} rounds each {hours(self.most_s)}"
         if self.budget_s is None:
             return [*out, tail + "; no budget (--glm5-budget 8h bounds the run)"]
         if self.first_s > self.budget_s and self.cover:
@@ -120,7 +125,7 @@ class Plan:
                 spent += c.night_s(self.planned)
             left = [c.config for c in self.costs if c.config not in fit]
             return [*out, tail + f"; budget {hours(self.budget_s)}: NOT ENOUGH for the planned launches: "
-                                 f"{len(fit)} configs fit, {', '.join(left)} would not run (raise the budget, "
+                                 f"{_configs(len(fit))} fit, {', '.join(left)} would not run (raise the budget, "
                                  "split the suite with --glm5-shard, or deselect configs)"]
         if self.most_s <= self.budget_s:
             return [*out, tail + f"; budget {hours(self.budget_s)}: every round fits"]
