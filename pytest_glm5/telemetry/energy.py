@@ -66,6 +66,9 @@ def read(nvml: ModuleType, handle: Any, ids: Mapping[str, int], now: Callable[[]
         energy: int | None = int(nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
     except Exception:  # NVMLError_NotSupported on GPUs without the counter
         energy = None
+    # Stamped beside the energy read, not after the field values: a busy host that preempts between the two calls
+    # moved a window's seconds off its joules (a fake 300 W GPU read 299 W in a CI run beside two busy loops).
+    t = now()
     counters: dict[str, int | None] = dict.fromkeys(ids)
     if ids:
         try:
@@ -76,7 +79,7 @@ def read(nvml: ModuleType, handle: Any, ids: Mapping[str, int], now: Callable[[]
             # nvmlReturn != 0, or a zero timestamp (what the H200 gave for its hardware fields): no answer.
             if int(getattr(value, "nvmlReturn", 1)) == 0 and int(getattr(value, "timestamp", 0)) != 0:
                 counters[name] = int(value.value.ullVal)
-    return Reading(now(), energy, counters)
+    return Reading(t, energy, counters)
 
 
 @dataclass
