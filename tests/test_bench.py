@@ -227,7 +227,15 @@ def test_open_loop_times_each_request_from_its_scheduled_send(sim_factory: Calla
     # Well under capacity: the sends keep the drawn gaps, and nothing waits for a slot.
     easy = run_workload(s.url, Workload(concurrency=16, num_prompts=48, input_len=32, output_len=8, request_rate=40.0))
     assert easy.metrics["offered_rate"] == 40.0 and easy.metrics["completed"] == 48
-    assert abs(easy.metrics["arrival_cv"] / easy.metrics["arrival_cv_asked"] - 1) < 0.10, easy.metrics
+    # The sends keep the drawn gaps, unless the client says it was late: a CI run beside two busy loops read the
+    # arrivals' CV 1.70 for 1.10 drawn, its event loop's timers late by a fifth of a mean gap (25 ms) and more; the
+    # gate then calls the open loop not held rather than judging it.
+    kept = abs(easy.metrics["arrival_cv"] / easy.metrics["arrival_cv_asked"] - 1) < 0.10
+    assert easy.client is not None
+    assert kept or easy.client.lag_p99_ms > 0.2 * 1000 / 40, (easy.metrics, easy.client)
+    from pytest_glm5.judge import held
+    assert (held.check({}, held.observed([easy.metrics]), None) is None) == (
+        kept and abs(easy.metrics["arrival_rate"] / easy.metrics["arrival_rate_asked"] - 1) <= held.ARRIVAL_TOLERANCE)
     assert 25 < easy.metrics["request_throughput"] < 60  # about the asked rate, not a closed loop's
     # Far above capacity with 2 in flight: requests queue at the client, and their TTFT counts the wait from the
     # scheduled send (coordinated omission), so it grows along the run instead of staying at a closed loop's.
@@ -238,8 +246,6 @@ def test_open_loop_times_each_request_from_its_scheduled_send(sim_factory: Calla
     closed = run_workload(s.url, Workload(concurrency=2, num_prompts=24, input_len=32, output_len=32))
     assert hard.metrics["mean_ttft_ms"] > 5 * closed.metrics["mean_ttft_ms"]
     # The cap bunched the sends: that open loop was not the one asked, and the gate says so before any verdict.
-    from pytest_glm5.judge import held
-    assert held.check({}, held.observed([easy.metrics]), None) is None
     miss = held.check({}, held.observed([hard.metrics]), None)
     assert miss is not None and miss[1].startswith("workload not held: ") and "requests a second sent" in miss[1]
     # A duration bounds what is sent: about rate x duration requests, none of the rest counted as failed.
