@@ -63,10 +63,11 @@ trap 'kill -INT "$solo" 2>/dev/null || true; wait "$solo" 2>/dev/null || true; r
 trap 'exit 130' INT TERM
 main=0
 "$VENV/bin/python" -m pytest tests -n 2 -m "not solo and not waits" "$@" || main=$?
+# The lane's output so far, then as it comes until the lane ends: a lane still running is seen running.
+echo "test.sh: the lane beside the workers (pytest tests -m \"solo or waits\"):"
+tail -n +1 -f --pid="$solo" "$solo_log"
 rc=0
 wait "$solo" || rc=$?
 trap 'rm -f "$solo_log"' EXIT
-echo "test.sh: the lane beside the workers (pytest tests -m \"solo or waits\"):"
-cat "$solo_log"
 [ "$main" -ne 0 ] && exit "$main"
 exit "$rc"

@@ -66,11 +66,13 @@ def _records(path: Path) -> dict[str, dict[str, Any]]:
     return {r["lane"]: r for r in map(json.loads, path.read_text().splitlines())}
 
 
-@pytest.mark.parametrize(("main_rc", "solo_rc"), [(0, 0), (0, 1), (1, 0)])
+# Exit codes of the two lanes, and which ends first: a lane that outlasts the workers is followed as it runs.
+@pytest.mark.parametrize(("main_rc", "solo_rc", "main_s", "solo_s"), [(0, 0, 1, 2), (0, 1, 2, 1), (1, 0, 1, 2)])
 def test_the_solo_lane_runs_beside_the_workers_and_each_lanes_failure_fails_the_script(
-        tmp_path: Path, main_rc: int, solo_rc: int) -> None:
+        tmp_path: Path, main_rc: int, solo_rc: int, main_s: int, solo_s: int) -> None:
     record, env = _stand_ins(tmp_path)
-    env |= {"FAKE_MAIN_S": "1", "FAKE_SOLO_S": "1", "FAKE_MAIN_RC": str(main_rc), "FAKE_SOLO_RC": str(solo_rc)}
+    env |= {"FAKE_MAIN_S": str(main_s), "FAKE_SOLO_S": str(solo_s), "FAKE_MAIN_RC": str(main_rc),
+            "FAKE_SOLO_RC": str(solo_rc)}
     out = subprocess.run(["bash", "scripts/test.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
                          check=False)
     assert out.returncode == (main_rc or solo_rc), out.stdout + out.stderr
