@@ -35,7 +35,6 @@ def _trace(path: Path, stamps: list[str]) -> Path:
     return path
 
 
-@pytest.mark.waits
 def test_an_open_loop_gap_longer_than_the_stall_timeout_is_not_a_hang(sim: Sim, tmp_path: Path) -> None:
     # Three requests 2.5 s apart with a 1 s stall timeout: nothing is in flight during the gaps. Today's main killed
     # the run as "stalled: no token from any of 0 requests".

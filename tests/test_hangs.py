@@ -20,7 +20,6 @@ from pytest_glm5.servers.forensics import request_stack_dump
 from pytest_glm5.servers.process import ServerHandle, ServerRecord
 
 
-@pytest.mark.waits
 @pytest.mark.slow
 def test_stopped_server_is_named_alive_but_not_answering(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, "[config.a]\nflags = {}\n")

@@ -273,7 +273,6 @@ def test_gpus_in_a_config_overrides_the_flags(pytester: pytest.Pytester) -> None
     assert_no_server_left(bad)
 
 
-@pytest.mark.waits
 @pytest.mark.slow
 def test_kept_servers_stay_on_their_gpus_until_a_launch_needs_them(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, THREE)
@@ -312,7 +311,6 @@ def test_load(bench, glm5_config):
 """
 
 
-@pytest.mark.waits
 @pytest.mark.parametrize("keep", [False, True])
 @pytest.mark.slow
 def test_sigkill_of_the_xdist_controller_leaves_no_orphan(pytester: pytest.Pytester, keep: bool) -> None:

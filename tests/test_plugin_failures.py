@@ -78,7 +78,6 @@ def test_light(bench):
     assert_no_server_left(model)
 
 
-@pytest.mark.waits
 @pytest.mark.slow
 def test_hang_is_reported_with_a_stack_dump(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, "[config.stuck]\nflags = { sim-hang-after-tokens = 100 }\n")

@@ -235,7 +235,6 @@ def nvmlDeviceGetTemperature(h, kind): return 61
 """
 
 
-@pytest.mark.waits
 @pytest.mark.parametrize(("grow", "workers"), [(0.0, 0), (2.0, 0), (0.0, 2)])
 @pytest.mark.slow
 def test_telemetry_sampled_during_load_and_memory_growth(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,

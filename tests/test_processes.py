@@ -171,7 +171,6 @@ if sys.argv[1:] == ["take"]:
 """
 
 
-@pytest.mark.waits
 def test_a_swallowed_sigterm_is_sent_again_until_pytest_takes_it() -> None:
     # CI: about once in five runs a SIGTERM during a load left the run going past the test's 60 s (its interrupt
     # raised where it was swallowed). It is sent again every 2 s until pytest takes it, then never again.

@@ -156,7 +156,6 @@ def test_teardown_waits_for_the_gpus_memory_and_says_when_it_is_not_back() -> No
     assert wait_released(["GPU-a"], {999}, 0.05, cast(ModuleType, stuck), poll_s=0.01) is None  # someone else's
 
 
-@pytest.mark.waits
 @pytest.mark.slow
 def test_a_jit_compile_pause_is_not_a_hang(pytester: pytest.Pytester) -> None:
     # Each new decode batch size makes the emulator pause 2 s and log FlashInfer's JIT lines; the stall timeout
@@ -229,7 +228,6 @@ def test_the_servers_own_count_agrees_and_catches_another_client(sim_factory: An
     assert said is not None and "another client was using the server" in said
 
 
-@pytest.mark.waits
 @pytest.mark.slow
 def test_a_failed_cache_flush_is_said(sim_factory: Any) -> None:
     import threading

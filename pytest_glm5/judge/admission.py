@@ -90,13 +90,15 @@ def throttled(v: Verdict, bound: Bound | None, tolerance: float, ev: Evidence) -
 
 
 def not_held(v: Verdict, bound: Bound | None, tolerance: float, ev: Evidence) -> Admitted | None:
-    """Another workload than the one asked or recorded: neither faster nor slower, never recorded. The model's
-    thinking drifting is news whatever the host did (a busy client made mean TTFT client-bound and would have hidden
-    it); what a busy host holds back (arrivals) stays the host's."""
+    """Another workload than the one asked or recorded: neither faster nor slower, never recorded. What the server
+    did to the workload is news whatever the host did (a busy client made mean TTFT client-bound and would have
+    hidden the model's thinking drifting; beside two busy loops a prefix cache that stopped hitting read client-bound);
+    what a busy host holds back (arrivals) stays the host's."""
     if not ev.observed or v.verdict not in (*JUDGED, Kind.NEW, *HOST_BOUND):
         return None
-    miss = held.check(ev.asked or {}, ev.observed, (bound.workload or {}).get("observed") if bound else None)
-    if miss is None or (v.verdict in HOST_BOUND and miss[0] != Kind.WORKLOAD_DRIFT):
+    seen = held.beyond_the_host(ev.observed) if v.verdict in HOST_BOUND else ev.observed
+    miss = held.check(ev.asked or {}, seen, (bound.workload or {}).get("observed") if bound else None)
+    if miss is None:
         return None
     return Admitted(miss[0], miss[1], Reason(miss[0], miss[2]))
 

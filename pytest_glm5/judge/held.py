@@ -49,6 +49,12 @@ ARRIVAL_TOLERANCE = 0.10  # an open loop's arrival CV within 10% of the CV of th
 PREFIX_POINTS = 0.02  # the hit rate a prefix cache achieves, within 2 points of what the shape implies
 
 
+def beyond_the_host(seen: Mapping[str, float]) -> dict[str, float]:
+    """What was observed less what a busy host can hold back (an open loop's arrivals): a prompt counted otherwise,
+    a cache that stopped hitting or thinking that drifted is the server's whatever the client's CPU did."""
+    return {k: x for k, x in seen.items() if not k.startswith("arrival_")}
+
+
 def observed(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """The mean over launches of what each launch observed of its workload (empty where nothing was)."""
     out: dict[str, float] = {}
