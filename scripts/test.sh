@@ -49,25 +49,7 @@ for arg in "$@"; do
   case "$arg" in -m|-k|-m*|-k*|tests/*) exec "$VENV/bin/python" -m pytest $where -n 2 "$@" ;; esac
 done
 # The whole suite: two xdist workers (most tests wait on emulator and engine processes, so two cores do twice the
-# work) and, beside them in a lane of their own, one at a time, the `solo` tests (they time two clients against the
-# emulator's clock and hold their ratios beside two busy loops) and the `waits` tests (timeouts, hangs, deaths): both
-# wait far more than they compute, so the lane costs the workers little (docs/testing.md).
-solo_log=$(mktemp "${TMPDIR:-/tmp}/glm5-solo.XXXXXX")
-# A script's background job ignores SIGINT; the solo run takes it back, so that an interrupt (Ctrl-C reaches the
-# whole group, the exit trap sends it too) ends it as it ends the workers: its fixtures stop their emulators.
-"$VENV/bin/python" -c 'import signal, sys, pytest
-signal.signal(signal.SIGINT, signal.default_int_handler)
-sys.exit(pytest.main(sys.argv[1:]))' tests -m "solo or waits" "$@" >"$solo_log" 2>&1 &
-solo=$!
-trap 'kill -INT "$solo" 2>/dev/null || true; wait "$solo" 2>/dev/null || true; rm -f "$solo_log"' EXIT
-trap 'exit 130' INT TERM
-main=0
-"$VENV/bin/python" -m pytest tests -n 2 -m "not solo and not waits" "$@" || main=$?
-# The lane's output so far, then as it comes until the lane ends: a lane still running is seen running.
-echo "test.sh: the lane beside the workers (pytest tests -m \"solo or waits\"):"
-tail -n +1 -f --pid="$solo" "$solo_log"
-rc=0
-wait "$solo" || rc=$?
-trap 'rm -f "$solo_log"' EXIT
-[ "$main" -ne 0 ] && exit "$main"
-exit "$rc"
+# work), then the `solo` tests alone (timing ratios, which another worker beside them would skew: run in a lane
+# beside the workers they saved three minutes, and 2 of 2 runs beside two busy loops failed, docs/testing.md).
+"$VENV/bin/python" -m pytest tests -n 2 -m "not solo" "$@"
+exec "$VENV/bin/python" -m pytest tests -m solo "$@"
