@@ -227,9 +227,9 @@ def test_open_loop_times_each_request_from_its_scheduled_send(sim_factory: Calla
     # Well under capacity: the sends keep the drawn gaps, and nothing waits for a slot.
     easy = run_workload(s.url, Workload(concurrency=16, num_prompts=48, input_len=32, output_len=8, request_rate=40.0))
     assert easy.metrics["offered_rate"] == 40.0 and easy.metrics["completed"] == 48
-    # The sends keep the drawn gaps, unless the client says it was late: a CI run beside two busy loops read the
-    # arrivals' CV 1.70 for 1.10 drawn, its event loop's timers late by a fifth of a mean gap (25 ms) and more; the
-    # gate then calls the open loop not held rather than judging it.
+    # The sends keep the drawn gaps, unless the client says it was late (its event loop's p99 timer lag above a fifth
+    # of the 25 ms mean gap): a CI run beside two busy loops and a third test process read the arrivals' CV 1.70 for
+    # 1.10 drawn. Either way the gate agrees: an open loop not held is not judged.
     kept = abs(easy.metrics["arrival_cv"] / easy.metrics["arrival_cv_asked"] - 1) < 0.10
     assert easy.client is not None
     assert kept or easy.client.lag_p99_ms > 0.2 * 1000 / 40, (easy.metrics, easy.client)
