@@ -24,11 +24,10 @@ import json, os, sys, time
 
 def main(args=None):
     args = list(sys.argv[1:] if args is None else args)
-    lane = "main" if "-n" in args else "solo"
-    rec = {"lane": lane, "pid": os.getpid(), "start": time.time(), "args": args}
-    time.sleep(float(os.environ.get(f"FAKE_{lane.upper()}_S", "0")))
-    print(f"{lane} lane done", flush=True)
-    rc = int(os.environ.get(f"FAKE_{lane.upper()}_RC", "0"))
+    phase = "main" if "-n" in args else "solo"
+    rec = {"phase": phase, "start": time.time(), "args": args}
+    time.sleep(float(os.environ.get(f"FAKE_{phase.upper()}_S", "0")))
+    rc = int(os.environ.get(f"FAKE_{phase.upper()}_RC", "0"))
     rec["end"] = time.time()
     with open(os.environ["FAKE_RECORD"], "a") as f:
         f.write(json.dumps(rec) + "\\n")
@@ -56,14 +55,15 @@ def _stand_ins(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def _records(path: Path) -> dict[str, dict[str, Any]]:
-    return {r["lane"]: r for r in map(json.loads, path.read_text().splitlines())}
+    return {r["phase"]: r for r in map(json.loads, path.read_text().splitlines())}
 
 
 @pytest.mark.parametrize(("main_rc", "solo_rc"), [(0, 0), (0, 1), (1, 0)])
 def test_the_solo_tests_run_alone_after_the_workers_and_either_failure_fails_the_script(
         tmp_path: Path, main_rc: int, solo_rc: int) -> None:
     record, env = _stand_ins(tmp_path)
-    env |= {"FAKE_MAIN_RC": str(main_rc), "FAKE_SOLO_RC": str(solo_rc)}
+    # The workers' phase lasts half a second: a solo run beside it would start before it ends.
+    env |= {"FAKE_MAIN_RC": str(main_rc), "FAKE_SOLO_RC": str(solo_rc), "FAKE_MAIN_S": "0.5"}
     out = subprocess.run(["bash", "scripts/test.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
                          check=False)
     assert out.returncode == (main_rc or solo_rc), out.stdout + out.stderr
@@ -85,4 +85,4 @@ def test_a_selection_runs_just_that_on_two_workers(tmp_path: Path, asked: list[s
     out = subprocess.run(["bash", "scripts/test.sh", *asked], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=60, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert [r["args"] for r in _records(record).values()] == [ran]  # one lane: no solo run beside it
+    assert [r["args"] for r in _records(record).values()] == [ran]  # one phase: no solo run after it
