@@ -59,3 +59,13 @@ def test_the_rules_run_in_the_table_order_until_a_final_one() -> None:
     v = admit(verdict(), BOUND, 0.05, Evidence(), rules=[rule("a", False), rule("b", True), rule("c", True)])
     assert asked == ["a", "b"] and v.note == "b"
     assert admission.RULES[0] is admission.client_bound and admission.RULES[1] is admission.invalid
+
+
+def test_only_an_open_loops_arrivals_are_what_a_busy_host_holds_back() -> None:
+    from pytest_glm5.judge import held
+
+    # Named among what a launch observes, so a renamed figure cannot silently become the server's (or the host's).
+    assert set(held.OBSERVED.values()) >= held.HOST_HELD
+    seen = {name: 1.0 for name in held.OBSERVED.values()}
+    assert set(held.beyond_the_host(seen)) == set(held.OBSERVED.values()) - held.HOST_HELD
+    assert {"prefix_hit", "input_tokens", "reasoning_tokens"} <= set(held.beyond_the_host(seen))
