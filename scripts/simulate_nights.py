@@ -413,25 +413,32 @@ def table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
     ref += f"; 1 launch in {1 / args.heavy:g} {HEAVY_DROP * 100:g}% slow" if args.heavy else ""
     ref += f"; the box drifts {args.drift * 100:g}% slower over {DRIFT_NIGHTS} nights" if args.drift else ""
     ref += f"; references recorded at CV {args.ref_cv * 100:g}%" if args.ref_cv is not None else ""
-    ref += (f"; each launch's shared factor resampled from {len(args.factors)} real launches ({args.bootstrap})"
-            if args.factors else "")
+    files = ", ".join(map(str, args.bootstrap or ()))
+    ref += f"; each launch's shared factor resampled from {len(args.factors)} real launches ({files})" \
+        if args.factors else ""
     lines.append(f"\n{rows[0]['histories']} histories of {args.nights} nights a cell; a {args.drop * 100:g}% drop in "
                  f"one config on night {args.drop_night}; budget {args.budget:g} h; tolerance "
                  f"{args.tolerance * 100:g}%; alpha {args.alpha:g}; {ref}")
     return "\n".join(lines)
 
 
-def real_factors(path: Path) -> tuple[float, ...]:
-    """Each base-build launch of a gpu_gate launches.json as a log factor about their mean (its warmup launch left
-    out, as the gate left it out): the spread of real launches of one build, with whatever tail they have."""
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    point = next(iter(doc["points"]))
-    logs = [math.log(statistics.geometric_mean(x[point])) for x in doc["launches"]
-            if x.get("build") == "base" and not x.get("warmup")]
-    if len(logs) < 3:
-        raise SystemExit(f"{path}: {len(logs)} base launches; a bootstrap needs 3 or more")
-    mean = statistics.fmean(logs)
-    return tuple(x - mean for x in logs)
+def real_factors(paths: Sequence[Path]) -> tuple[float, ...]:
+    """Each base-build launch of gpu_gate launches.json files as a log factor about its own file's mean (a warmup
+    launch and a failed one left out, as the gate left them out): the spread of real launches of one build, with
+    whatever tail they have. A file is one machine's sessions, so each is centred alone: two GPUs' speeds are not
+    a launch's noise."""
+    factors: list[float] = []
+    for path in paths:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        point = next(iter(doc["points"]))
+        logs = [math.log(statistics.geometric_mean(x[point])) for x in doc["launches"]
+                if x.get("build") == "base" and not x.get("warmup") and x.get("role") != "warmup"
+                and "error" not in x]
+        if len(logs) < 3:
+            raise SystemExit(f"{path}: {len(logs)} base launches; a bootstrap needs 3 or more")
+        mean = statistics.fmean(logs)
+        factors += [x - mean for x in logs]
+    return tuple(factors)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -463,8 +470,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "plugin does)")
     ap.add_argument("--no-outlier", action="store_true", help="no outlier-launch rule (judge/family.py outlier): "
                     "a config's p with every launch, as before it")
-    ap.add_argument("--bootstrap", type=Path, help="real launches (a scripts/gpu_gate.py launches.json, e.g. "
-                    "docs/gpu_gate_launches.json): each simulated launch's shared factor is one of their base build's "
+    ap.add_argument("--bootstrap", type=Path, action="append", help="real launches (a scripts/gpu_gate.py "
+                    "launches.json, e.g. docs/gpu_gate_live.json; repeat to pool files, each about its own mean): "
+                    "each simulated launch's shared factor is one of their base build's "
                     "launches, resampled (their own tail, not a normal's); the series' own part as modelled, at "
                     "the real launches' CV")
     ap.add_argument("--seed", type=int, default=1)
