@@ -132,7 +132,7 @@ def decide(ref: list[float], new: list[float]) -> dict[str, Any]:
             "note": v.note or ""}
 
 
-def gpu(out: Path, minutes: float, state: Path | None) -> int:
+def gpu(out: Path, minutes: float, state: Path | None, cycle: tuple[str, ...] = CYCLE) -> int:
     """Record a reference of base launches on this GPU, then run nightly checks live (base, slow10, slow5 in turn):
     each check launches its build round by round until its verdict is decided or LOOKS launches are spent, as a
     night would. Every launch belongs to one check only, so the checks are independent. State carries over calls."""
@@ -178,7 +178,7 @@ def gpu(out: Path, minutes: float, state: Path | None) -> int:
     while time.monotonic() - t0 + 1.2 * statistics.mean(spent) < minutes * 60:
         if open_check is None:
             k = len(doc["checks"])
-            open_check = {"id": k, "build": CYCLE[k % len(CYCLE)], "gpu": uuid, "values": [], "verdict": "open"}
+            open_check = {"id": k, "build": cycle[k % len(cycle)], "gpu": uuid, "values": [], "verdict": "open"}
             doc["checks"].append(open_check)
         row = run(open_check["build"], "check", open_check["id"])
         if row is None:
@@ -317,7 +317,13 @@ def main() -> int:
     parser.add_argument("--replay", type=Path, help="a launches.json to replay through the gate (here)")
     parser.add_argument("--checks", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cycle", default=",".join(CYCLE), help="the builds of successive checks (GPU part): "
+                        "`base` alone spends the minutes on unchanged nights, the real launches that "
+                        "scripts/simulate_nights.py --bootstrap resamples")
     ns = parser.parse_args()
+    cycle = tuple(ns.cycle.split(","))
+    if not cycle or any(b not in BUILDS for b in cycle):
+        parser.error(f"--cycle {ns.cycle!r}: builds are {', '.join(BUILDS)}, comma-separated")
     if ns.replay:
         print(replay(ns.replay, ns.checks, ns.seed))
         return 0
@@ -326,7 +332,7 @@ def main() -> int:
         return 0
     if ns.out is None:
         parser.error("give OUT (GPU part) or --replay FILE")
-    return gpu(ns.out, ns.minutes, ns.state)
+    return gpu(ns.out, ns.minutes, ns.state, cycle)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 # GPU-bound random-weight model on three builds (unchanged, 5% and 10% slower: gpu/slowdown/sitecustomize.py).
 #   PHASE=checks (default): a reference, then independent nightly checks run live until MINUTES are spent, written
 #     to $OUT/launches.json; put that file in .gpu-state/ (carried) and the next call goes on from it.
+#   CYCLE=base: every check an unchanged night (the real launches simulate_nights.py --bootstrap resamples).
 #   PHASE=ab: the A/B gate through pytest: --glm5-ab base,base (A/A), then base,slow10 (gpu/gate/); PHASE=ab,checks does both.
 # Replay here with `python scripts/gpu_gate.py --replay FILE`. Wheels the machine lacks go in .whl/ (docs/gpu.md).
 set -uo pipefail
@@ -32,7 +33,8 @@ fi
 if [[ ${PHASE:-checks} == *checks* ]]; then
   STATE=()
   [ -f .gpu-state/launches.json ] && STATE=(--state .gpu-state/launches.json)
-  python3 scripts/gpu_gate.py "$OUT" --minutes "${MINUTES:-8.5}" "${STATE[@]}" 2>&1 | tee "$OUT/gate.log"
+  python3 scripts/gpu_gate.py "$OUT" --minutes "${MINUTES:-8.5}" --cycle "${CYCLE:-base,slow10,slow5}" "${STATE[@]}" 2>&1 \
+    | tee "$OUT/gate.log"
   rc=${PIPESTATUS[0]}
   tail -40 /tmp/glm5-gpu-logs/*.log 2>/dev/null | tail -60 > "$OUT/last-server-log.txt"
 fi

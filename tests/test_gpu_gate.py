@@ -79,6 +79,19 @@ def test_live_checks_own_their_launches_and_go_on_from_the_state(gate: ModuleTyp
     assert doc3["checks"][len(doc2["checks"]) - 1]["verdict"] == "abandoned: the machine changed"
 
 
+def test_a_cycle_of_the_unchanged_build_spends_every_check_on_it(gate: ModuleType, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    launched = _stand_in(gate, monkeypatch, "GPU-a", 3)
+    assert gate.gpu(tmp_path, 12, None, ("base",)) == 0
+    doc = json.loads((tmp_path / "launches.json").read_text())
+    assert set(launched) == {"base"} and len(doc["checks"]) >= 1
+    assert {c["build"] for c in doc["checks"]} == {"base"}
+    monkeypatch.setattr(sys, "argv", ["gpu_gate.py", str(tmp_path), "--cycle", "base,fast"])
+    with pytest.raises(SystemExit) as exit_:  # a misspelt build is refused before anything launches
+        gate.main()
+    assert exit_.value.code == 2 and len(launched) == len(doc["launches"])
+
+
 def test_the_h200_launches_read_today_as_they_read_on_the_gpu(gate: ModuleType) -> None:
     doc = json.loads(LIVE.read_text())
     ref = [gate._value(r) for r in doc["launches"] if r["role"] == "reference" and "error" not in r]
