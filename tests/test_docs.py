@@ -187,6 +187,11 @@ def test_the_readmes_night_figures_are_the_simulations() -> None:
     assert f"a heavy tail of bad launches reads {false(heavy)[0]:.1f} ({false(heavy)[1]:g} nights in 100)" in said
     assert f"within 2 nights in {rows['2%'][3].split()[0]} of histories at a launch-to-launch CV of 2%" in said
     assert f"within 3 nights in {rows['5%'][3].split()[0]} at CV 5%" in said
+    # Real launches resampled: the two seeds' rows of 30 histories of 30 nights each, said as a count of nights.
+    boot = next(k for k in rows if k.startswith("bootstrap from 22 H200 launches"))
+    cv = re.search(r"CV [0-9.]+%", boot)
+    false_nights = round(sum(false(rows[k])[1] for k in (boot, "the same, `--seed 31`")) * 900 / 100)
+    assert cv and f"resampled from 22 real H200 launches ({cv.group(0)}), {false_nights} false" in said
 
 
 def test_the_gpu_wheel_list_covers_the_packages_dependencies() -> None:
