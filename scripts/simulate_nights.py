@@ -423,21 +423,26 @@ def table(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> str:
 
 
 def real_factors(paths: Sequence[Path]) -> tuple[float, ...]:
-    """Each base-build launch of gpu_gate launches.json files as a log factor about its own file's mean (a warmup
-    launch and a failed one left out, as the gate left them out): the spread of real launches of one build, with
-    whatever tail they have. A file is one machine's sessions, so each is centred alone: two GPUs' speeds are not
-    a launch's noise."""
+    """Each base-build launch of gpu_gate launches.json files as a log factor about the mean of its machine's (a
+    warmup launch and a failed one left out, as the gate left them out): the spread of real launches of one build,
+    with whatever tail they have. Each file, and each GPU within it, is centred alone: two GPUs' speeds are not a
+    launch's noise."""
     factors: list[float] = []
     for path in paths:
         doc = json.loads(path.read_text(encoding="utf-8"))
         point = next(iter(doc["points"]))
-        logs = [math.log(statistics.geometric_mean(x[point])) for x in doc["launches"]
-                if x.get("build") == "base" and not x.get("warmup") and x.get("role") != "warmup"
-                and "error" not in x]
-        if len(logs) < 3:
-            raise SystemExit(f"{path}: {len(logs)} base launches; a bootstrap needs 3 or more")
-        mean = statistics.fmean(logs)
-        factors += [x - mean for x in logs]
+        machines: dict[str, list[float]] = {}
+        for x in doc["launches"]:
+            if x.get("build") == "base" and not x.get("warmup") and x.get("role") != "warmup" and "error" not in x:
+                machines.setdefault(str(x.get("gpu", "")), []).append(math.log(statistics.geometric_mean(x[point])))
+        if not machines:
+            raise SystemExit(f"{path}: 0 base launches; a bootstrap needs 3 or more")
+        for gpu, logs in machines.items():
+            if len(logs) < 3:
+                raise SystemExit(f"{path}: {len(logs)} base launches{f' on {gpu}' if gpu else ''}; a bootstrap "
+                                 "needs 3 or more of each machine")
+            mean = statistics.fmean(logs)
+            factors += [x - mean for x in logs]
     return tuple(factors)
 
 

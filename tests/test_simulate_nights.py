@@ -69,9 +69,14 @@ def test_real_launches_are_each_files_base_launches_about_its_own_mean(tmp_path:
     factors = real_factors([launches(tmp_path / "a.json", 60.0), launches(tmp_path / "b.json", 120.0)])
     assert len(factors) == 6 and max(abs(f) for f in factors) < 0.06
     assert sorted(factors)[:2] == pytest.approx([-0.0504, -0.0504], abs=1e-4)
+    # The same two machines in one file (a state carried to another GPU): told apart by their GPU's UUID.
+    rows = [{**r, "gpu": gpu} for name, gpu in (("a.json", "GPU-a"), ("b.json", "GPU-b"))
+            for r in json.loads((tmp_path / name).read_text())["launches"]]
+    (tmp_path / "ab.json").write_text(json.dumps({"points": {"c8": [8, 16]}, "launches": rows}))
+    assert sorted(real_factors([tmp_path / "ab.json"])) == pytest.approx(sorted(factors))
     (tmp_path / "c.json").write_text(json.dumps({"points": {"c8": [8, 16]}, "launches": [
         {"build": "base", "role": "reference", "c8": [60.0]}] * 2}))
-    with pytest.raises(SystemExit, match="2 base launches; a bootstrap needs 3 or more"):
+    with pytest.raises(SystemExit, match="2 base launches; a bootstrap needs 3 or more of each machine"):
         real_factors([tmp_path / "c.json"])
 
 
