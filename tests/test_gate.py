@@ -433,12 +433,14 @@ def test_glm5_compare_finds_a_drop_between_two_ordinary_nightly_reports(
     # nightly itself found 4 of 4, printed no outcome line, and judged values the nightly had called client-bound.
     write_configs(pytester, "[config.t]\nflags = {}\n")
     pytester.makepyfile(TWO_SCENARIOS)
-    # CV 1%: one launch a side against the references' spread shows the drop (the 0.9 decode factor slows output by
-    # about 7% on the tiny profile); at CV 2% such a drop is borderline, and the line then says what would decide it.
+    # CV 1%: one launch a side against the references' spread shows the drop (the 0.8 decode factor slows output by
+    # about 15% on the tiny profile). The host's own noise adds to the emulator's: at 0.9 (about 8%) a fresh-clone CI
+    # beside busy loops read the references at CV 2.0-3.1% and left both drops UNKNOWN (p 0.0053 and 0.033, 1 vs 1
+    # launches), as the session with a third worker had: right for those launches, and not what this test is about.
     noise = ("--glm5-sim-noise", "0.01")
     assert pytester.runpytest("--update-baselines", "--glm5-launches", "6", *noise).ret == 0
     assert pytester.runpytest("--glm5-report", "a.json", "--glm5-max-repeats", "1", *noise).ret == 0
-    pytester.runpytest("--glm5-report", "b.json", "--glm5-max-repeats", "1", "--glm5-sim-slowdown", "0.9", *noise)
+    pytester.runpytest("--glm5-report", "b.json", "--glm5-max-repeats", "1", "--glm5-sim-slowdown", "0.8", *noise)
     a, b = pytester.path / "a.json", pytester.path / "b.json"
     assert all(len(v["launches"]) == 1 for v in json.loads(b.read_text())["verdicts"])
     # The report keeps the variance model the run fitted, per baselines file: here two series, which no family of
