@@ -322,7 +322,7 @@ def main() -> int:
                         "scripts/simulate_nights.py --bootstrap resamples")
     ns = parser.parse_args()
     cycle = tuple(ns.cycle.split(","))
-    if not cycle or any(b not in BUILDS for b in cycle):
+    if any(b not in BUILDS for b in cycle):  # "" too: split always gives one name, empty or not
         parser.error(f"--cycle {ns.cycle!r}: builds are {', '.join(BUILDS)}, comma-separated")
     if ns.replay:
         print(replay(ns.replay, ns.checks, ns.seed))
