@@ -8,6 +8,7 @@ exist and parse. A command of a kind this file does not know fails the test: add
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import shlex
 import subprocess
@@ -188,10 +189,18 @@ def test_the_readmes_night_figures_are_the_simulations() -> None:
     assert f"within 2 nights in {rows['2%'][3].split()[0]} of histories at a launch-to-launch CV of 2%" in said
     assert f"within 3 nights in {rows['5%'][3].split()[0]} at CV 5%" in said
     # Real launches resampled: the two seeds' rows of 30 histories of 30 nights each, said as a count of nights.
-    boot = next(k for k in rows if k.startswith("bootstrap from 22 H200 launches"))
+    # The newest bootstrap draws every unchanged real launch kept in docs/; its second seed is the row after it.
+    real = sum(1 for f in (ROOT / "docs").glob("gpu_gate_*.json")
+               for r in json.loads(f.read_text())["launches"]
+               if r["build"] == "base" and "error" not in r and not r.get("warmup") and r.get("role") != "warmup")
+    keys = list(rows)
+    boot = [k for k in keys if k.startswith(f"bootstrap from {real} launches")][-1]
+    seed31 = keys[keys.index(boot) + 1]
     cv = re.search(r"CV [0-9.]+%", boot)
-    false_nights = round(sum(false(rows[k])[1] for k in (boot, "the same, `--seed 31`")) * 900 / 100)
-    assert cv and f"resampled from 22 real H200 launches ({cv.group(0)}), {false_nights} false" in said
+    false_nights = round(sum(false(rows[k])[1] for k in (boot, seed31)) * 900 / 100)
+    assert seed31.startswith("the same") and "--seed 31" in seed31
+    assert cv
+    assert f"resampled from {real} real launches of an H200 and an H100 ({cv.group(0)}), {false_nights} false" in said
 
 
 def test_the_gpu_wheel_list_covers_the_packages_dependencies() -> None:

@@ -110,3 +110,18 @@ def test_the_h200_launches_read_today_as_they_read_on_the_gpu(gate: ModuleType) 
     text = gate.replay(LIVE, 10, 1)
     assert "live nightly checks, independent" in text
     assert text.count("pass with a bound wider than 5%: 0") == text.count("pass with a bound wider than")
+
+
+def test_the_h100_unchanged_launches_replay_and_read_as_they_read_on_the_gpu(gate: ModuleType) -> None:
+    # A `CYCLE=base` call launches the unchanged build only; the replay crashed on the slower builds it never ran.
+    h100 = ROOT / "docs" / "gpu_gate_h100.json"
+    doc = json.loads(h100.read_text())
+    ref = [gate._value(r) for r in doc["launches"] if r["role"] == "reference"]
+    closed = [c for c in doc["checks"] if c["verdict"] != "open"]
+    assert len(ref) == gate.N_REF and {c["build"] for c in closed} == {"base"} and len(closed) >= 10
+    for check in closed:
+        again = gate.decide(ref, check["values"])
+        assert again["verdict"] == check["verdict"] != "regression", (check["id"], again, check["last"])
+    text = gate.replay(h100, 10, 1)
+    assert "nightly slow" not in text and "A/B base,slow" not in text and "base: 18 checks: pass 18" in text
+    assert text.count("pass with a bound wider than 5%: 0") == text.count("pass with a bound wider than")
