@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from plugin_helpers import servers_of, write_configs
+from plugin_helpers import HARDWARE, servers_of, write_configs
 
 from pytest_glm5.judge.baselines import write_updates
 from pytest_glm5.judge.verdicts import Verdict
@@ -32,7 +32,7 @@ def test_non_utf8_configs_names_file_and_offset(pytester: pytest.Pytester) -> No
 def test_broken_baselines_file_found_before_any_launch(pytester: pytest.Pytester) -> None:
     model = write_configs(pytester, "[config.a]\nflags = {}\n")
     pytester.makepyfile("import pytest\n@pytest.mark.server_config('a')\ndef test_x(perf): pass\n")
-    target = pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml"
+    target = pytester.path / "baselines" / HARDWARE / f"{Path(model).name}.toml"
     target.parent.mkdir(parents=True)
     target.write_bytes(b"[a.s.output_throughput]\nfloor = 1.0\nnote = \"\xff\"\n")
     t0 = time.monotonic()

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from plugin_helpers import TWO_SCENARIOS, assert_no_server_left, report, said_lines, write_configs
+from plugin_helpers import HARDWARE, TWO_SCENARIOS, assert_no_server_left, report, said_lines, write_configs
 
 from pytest_glm5.cli import main as glm5
 
@@ -228,7 +228,7 @@ expected_slower = true
     # What is held is a -50% comparison, not a 5% one: at the default 5% tolerance a CPU-shared CI box made `known`
     # client-bound once (the client's own delay 3.3% of its figure, over half the tolerance), which drops its
     # comparison line. At 10% the client's share must reach 5% before the point is not judged.
-    book = pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml"
+    book = pytester.path / "baselines" / HARDWARE / f"{Path(model).name}.toml"
     book.parent.mkdir(parents=True)
     book.write_text("[defaults]\ntolerance = 0.1\n")
     pytester.makepyfile("""
@@ -446,7 +446,7 @@ def test_glm5_compare_finds_a_drop_between_two_ordinary_nightly_reports(
     # The report keeps the variance model the run fitted, per baselines file: here two series, which no family of
     # three (variance.MIN_SERIES) holds, so nothing is lent and the JSON says so.
     [(file, model)] = json.loads(a.read_text())["statistics"]["variance"].items()
-    assert file.startswith("sim-tiny-x1/") and file.endswith(".toml") and model == {"families": []}, (file, model)
+    assert file.startswith(f"{HARDWARE}/") and file.endswith(".toml") and model == {"families": []}, (file, model)
     capsys.readouterr()
     assert glm5(["compare", str(a), str(b)]) == 1
     out = capsys.readouterr().out.splitlines()

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from plugin_helpers import assert_no_server_left, said_lines, servers_of, write_configs
+from plugin_helpers import HARDWARE, assert_no_server_left, said_lines, servers_of, write_configs
 
 from pytest_glm5.servers.process import started
 from pytest_glm5.servers.records import LAUNCHED, RecordStore
@@ -300,7 +300,7 @@ def test_point(perf):
     result = pytester.runpytest("--update-baselines", "--glm5-baselines", "/proc/glm5-baselines")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--update-baselines: the baselines directory of *.toml "
-                                 "/proc/glm5-baselines/sim-tiny-x1 cannot be created or written to: *; pick another "
+                                 f"/proc/glm5-baselines/{HARDWARE} cannot be created or written to: *; pick another "
                                  "directory, or make it writable; nothing was launched"])
     assert servers_of(model) == [] and "passed" not in result.stdout.str()
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from plugin_helpers import FAKE_NVML, assert_no_server_left, model_of, said_lines, write_configs
+from plugin_helpers import FAKE_NVML, HARDWARE, assert_no_server_left, model_of, said_lines, write_configs
 
 PERF_TEST = """
 import pytest
@@ -22,7 +22,7 @@ def setup(pytester: pytest.Pytester, defaults: str = "[defaults]\ntolerance = 0.
     """A tiny-emulator config `t` and its (emulator) baselines file; returns that file's path."""
     model = write_configs(pytester, "[config.t]\nflags = {}\n")
     pytester.makepyfile(PERF_TEST)
-    path = pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml"
+    path = pytester.path / "baselines" / HARDWARE / f"{Path(model).name}.toml"
     path.parent.mkdir(parents=True)
     path.write_text("# kept comment\n" + defaults)
     return path
@@ -41,7 +41,7 @@ def test_new_then_update_then_pass(pytester: pytest.Pytester) -> None:
     said_lines(result, ["baselines updated (2):", "  t c2 output_throughput: new -> * (new)"])
     text = path.read_text()
     assert text.startswith("# kept comment") and "[t.c2.output_throughput]" in text and "floor = " in text
-    assert "[t.c2.median_ttft_ms]" in text and "ceiling = " in text and 'hardware = "sim-tiny-x1"' in text
+    assert "[t.c2.median_ttft_ms]" in text and "ceiling = " in text and f'hardware = "{HARDWARE}"' in text
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
     said_lines(result, ["t * c2 * output_throughput * >=* ok*"])
@@ -53,7 +53,7 @@ def test_strict_baselines_fail_new_metrics(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--glm5-strict-baselines")
     result.assert_outcomes(failed=1)
     said_lines(result, ["*t c2 output_throughput * (new: no baseline yet); --glm5-strict-baselines needs "
-                                 "an entry in *sim-tiny-x1*"])
+                                 f"an entry in *{HARDWARE}*"])
 
 
 @pytest.mark.slow
@@ -143,11 +143,11 @@ def test_emulator_never_touches_real_hardware_baselines(pytester: pytest.Pyteste
     result = pytester.runpytest("--glm5-hardware", "8x-rtx-pro-6000-blackwell-sm120")
     result.assert_outcomes(failed=1)
     said_lines(result, ["*--glm5-hardware 8x-rtx-pro-6000-blackwell-sm120 given for an emulator run; "
-                                 "emulator baselines are keyed sim-tiny-x1*"])
+                                 f"emulator baselines are keyed {HARDWARE}*"])
     pytester.runpytest("--update-baselines").assert_outcomes(passed=1)
     assert (real / "x.toml").read_text() == before
-    # Another time scale is another key: nothing recorded at x1 is compared at x0.5.
-    result = pytester.runpytest("--glm5-sim", "--glm5-sim-time-scale", "0.5", "--glm5-sim-profile", "tiny")
+    # Another time scale is another key: nothing recorded at x0.5 (the ini's, SCALE) is compared at x1.
+    result = pytester.runpytest("--glm5-sim", "--glm5-sim-time-scale", "1", "--glm5-sim-profile", "tiny")
     said_lines(result, ["*new metrics without a baseline (2):*"])
 
 
@@ -210,7 +210,7 @@ def test_point(perf, cfg):
                               cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for k in ("a", "b")]
     outs = [p.communicate(timeout=120)[0].decode() for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    doc = tomllib.loads((pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml").read_text())
+    doc = tomllib.loads((pytester.path / "baselines" / HARDWARE / f"{Path(model).name}.toml").read_text())
     assert set(doc) - {"costs"} == {"a", "b"} and all("output_throughput" in doc[c]["c2"] for c in ("a", "b"))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from plugin_helpers import assert_no_server_left, said_lines, write_configs
+from plugin_helpers import HARDWARE, assert_no_server_left, said_lines, write_configs
 
 from pytest_glm5.cli import main as glm5
 from pytest_glm5.configs import ServerConfig
@@ -35,7 +35,7 @@ def test_each_entry_gets_its_own_provenance_and_workload(pytester: pytest.Pytest
     model = write_configs(pytester, "[config.a]\nflags = {}\n[config.b]\nflags = { tp-size = 2 }\n")
     pytester.makepyfile(PROV_TESTS)
     pytester.runpytest("--update-baselines").assert_outcomes(passed=2)
-    data = tomllib.loads((pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml").read_text())
+    data = tomllib.loads((pytester.path / "baselines" / HARDWARE / f"{Path(model).name}.toml").read_text())
     a, b = data["a"]["s"]["output_throughput"], data["b"]["s"]["output_throughput"]
     assert a["provenance"]["server_args"] != b["provenance"]["server_args"]  # each its own server's args
     assert a["workload"] == {"concurrency": 1, "input_len": 128, "output_len": 4, "protocol": "sglang",

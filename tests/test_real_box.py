@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plugin_helpers import model_of, write_configs
+from plugin_helpers import HARDWARE, model_of, write_configs
 
 from pytest_glm5 import proxies
 from pytest_glm5.judge.baselines import baseline_path, model_key
@@ -29,7 +29,7 @@ SNAPSHOT = "/hf/hub/models--zai-org--{name}/snapshots/3f2a9c1e8d7b6a5f4e3d2c1b0a
 def _suite(pytester: pytest.Pytester, model: str | None = None, entry: str = "") -> Path:
     default_model = write_configs(pytester, "[config.t]\nflags = {}\n" + (f'model = "{model}"\n' if model else ""))
     pytester.makepyfile(PERF_TEST)
-    path = baseline_path(pytester.path / "baselines", "sim-tiny-x1", model or default_model)
+    path = baseline_path(pytester.path / "baselines", HARDWARE, model or default_model)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("[defaults]\ntolerance = 0.5\n" + entry)
     return path
@@ -68,7 +68,7 @@ def test_no_baselines_is_one_loud_line_and_fails_under_ci(pytester: pytest.Pytes
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"glm5: baselines {path} (*) for t: nothing for t"])
     said = " ".join(result.stdout.str().split())  # the summary wraps at 120 characters
-    assert (f"NO BASELINES: t has no entry in {path} (hardware sim-tiny-x1, model key {path.stem} of "
+    assert (f"NO BASELINES: t has no entry in {path} (hardware {HARDWARE}, model key {path.stem} of "
             f"{model_of(pytester.path)}): every metric reads new, nothing is gated; record them with "
             "--update-baselines") in said
     assert "PASSED: no regression; NO BASELINES for t (nothing gated there)" in said

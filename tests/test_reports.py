@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 import xmlschema
-from plugin_helpers import said_lines, write_configs
+from plugin_helpers import HARDWARE, said_lines, write_configs
 from report_docs import big_doc
 
 from pytest_glm5.cli import main as glm5
@@ -68,7 +68,7 @@ def test_two_nights_then_a_slower_one_in_every_output(pytester: pytest.Pytester,
     assert same.ret == 0, same.stdout.str()
     said_lines(same, ["targets (1; never fail a run):",
                                "  t c1 output_throughput * tok/s, floor *: target 100000.00 tok/s: *x to go",
-                               "glm5 history: appended this run to *h/sim-tiny-x1/*.jsonl",
+                               f"glm5 history: appended this run to *h/{HARDWARE}/*.jsonl",
                                "glm5 html: *r.html (* KiB)", "glm5 markdown: *s.md (* KiB)",
                                "glm5 markdown: appended to $GITHUB_STEP_SUMMARY (* KiB)"])
     slow = pytester.runpytest("--glm5-sim-slowdown", "0.7", *NOISE, *outputs())

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from plugin_helpers import said_lines, write_configs
+from plugin_helpers import HARDWARE, said_lines, write_configs
 
 from pytest_glm5.scaleout import assign
 from pytest_glm5.settings import parse_shard
@@ -37,7 +37,7 @@ def test_shards_merged_give_the_unsharded_verdicts(pytester: pytest.Pytester) ->
     model = write_configs(pytester, CONFIGS)
     pytester.makepyfile(POINTS)
     # One-launch bounds with a wide tolerance: every verdict is a deterministic pass, so the sets must be equal.
-    store = pytester.path / "baselines" / "sim-tiny-x1" / f"{Path(model).name}.toml"
+    store = pytester.path / "baselines" / HARDWARE / f"{Path(model).name}.toml"
     store.parent.mkdir(parents=True)
     store.write_text("[defaults]\ntolerance = 0.5\n")
     recorded = pytester.runpytest_subprocess("--update-baselines")
