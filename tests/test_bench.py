@@ -31,6 +31,29 @@ def test_exact_tokens_limit_and_warmup(sim: Sim) -> None:
     assert 0 < r.metrics["concurrency"] <= 8
 
 
+def test_a_load_never_scans_the_old_heap_and_gives_the_collector_back(sim: Sim) -> None:
+    """No full collection while measuring, what lived before the load is not scanned by it, and afterwards the
+    collector is as it was (thresholds, nothing left frozen)."""
+    import gc
+
+    before = gc.get_threshold()
+    old_heap = [[i] for i in range(200_000)]  # a process that has held results: long-lived, tracked objects
+    seen: list[tuple[int, int]] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            seen.append((info["generation"], gc.get_freeze_count()))
+
+    gc.callbacks.append(on_gc)
+    try:
+        r = run_workload(sim.url, Workload(concurrency=4, num_prompts=40, input_len=8, output_len=16))
+    finally:
+        gc.callbacks.remove(on_gc)
+    assert r.failed == 0 and seen, "the load made no garbage the collector looked at"
+    assert all(gen < 2 for gen, _ in seen), seen
+    assert all(frozen >= len(old_heap) for _, frozen in seen), seen  # the old heap was frozen for every collection
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
 def test_the_windows_bodies_are_built_before_it_up_to_a_bound(sim: Sim, monkeypatch: pytest.MonkeyPatch) -> None:
     """Building a request's body is the client's CPU, not the server's time: the window's bodies are built before it
     (each one encoded once, exactly as sent), and past PREBUILT_BYTES the rest as they go (no gigabytes held)."""

@@ -140,7 +140,7 @@ except KeyboardInterrupt as exc:
 
 
 def test_a_sigterm_that_lands_in_a_finalizer_still_ends_the_run() -> None:
-    """The gc.collect() before each load runs asyncio transports' __del__: a SIGTERM there used to be dropped."""
+    """A collection runs closed event loops' transports' __del__: a SIGTERM there used to be dropped."""
     out = subprocess.run([sys.executable, "-c", _FINALIZER_SIGTERM], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "interrupted: SIGTERM", out.stdout + out.stderr
     assert "Exception ignored" not in out.stderr

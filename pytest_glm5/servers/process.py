@@ -465,7 +465,7 @@ def sigterm_as_interrupt() -> Interrupts | None:
             return  # a resend already on its way when pytest took the first: never cut the servers' stop short
         if in_finalizer(frame):
             # An exception raised in a finalizer is printed and dropped ("Exception ignored in ..."): a SIGTERM that
-            # lands in a __del__ (gc.collect before a load runs the event loop transports' ones) would be lost and
+            # lands in a __del__ (a collection runs closed event loops' transports' ones) would be lost and
             # the run would go on. Send it again shortly, from a thread: by then the finalizer has returned (tripping
             # it here would rerun this handler inside the same finalizer, recursing until the stack overflows).
             threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum)).start()
