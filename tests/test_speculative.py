@@ -175,21 +175,21 @@ def test_bench_serving_agrees_on_multi_token_chunks_within_2_percent(sim_factory
     read 2.1% apart in a quiet CI's solo phase and 3.3% beside two workers; at x6, -0.6% beside two busy loops, but
     its decode took 116 s; with only the prefill slowed, -0.5% quiet and -0.3% beside two busy loops, in 43 s. With 16
     output tokens a request (about 6 verify passes each) instead of 32: -0.36% quiet and -0.48% beside two busy loops,
-    the decode figures within 0.2%, in 28 s."""
+    the decode figures within 0.2%, in 28 s; 3 requests instead of 4: -0.37 to -0.45% in 3 of 3 quiet runs, 25 s."""
     got: dict[str, dict[str, float]] = {}
     for client in ("glm5", "bench_serving"):
         s: Sim = sim_factory("--enable-metrics", "--sim-noise", "0", "--sim-step-noise", "0", "--sim-startup-s", "0.2",
                              "--sim-warmup-s", "0", "--tp-size", "8", *MTP, "--sim-prefill-slowdown", "0.333",
                              profile="glm5-sm120", scale=2.0)
         out = subprocess.run([sys.executable, "-m", "pytest_glm5.cli", "bench", "--client", client, "--sglang-wheel",
-                              wheel, "--url", s.url, "--concurrency", "1", "--num-prompts", "4", "--warmup", "1",
+                              wheel, "--url", s.url, "--concurrency", "1", "--num-prompts", "3", "--warmup", "1",
                               "--output-len", "16", "--dataset", "natural", "--json", str(tmp_path / f"{client}.json")],
                              capture_output=True, text=True, timeout=300, env=dict(os.environ), check=False)
         assert out.returncode == 0, out.stderr
         (record,) = json.loads((tmp_path / f"{client}.json").read_text())
         got[client] = record["metrics"]
     ours, theirs = got["glm5"], got["bench_serving"]
-    assert ours["total_output_tokens"] == theirs["total_output_tokens"] == 4 * 16
+    assert ours["total_output_tokens"] == theirs["total_output_tokens"] == 3 * 16
     assert ours["spec_accept_length"] > 2  # chunks of several tokens: what the parity is about
     for metric in ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "median_itl_ms", "output_throughput"):
         assert ours[metric] == pytest.approx(theirs[metric], rel=0.02), (metric, ours[metric], theirs[metric])
