@@ -41,7 +41,7 @@ if ! command -v chromium >/dev/null && [ -z "${GLM5_REQUIRE_BROWSER:-}" ]; then
 fi
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m mypy
-# Asked for a selection (-m, -k, a path): just that, on two workers (the fast subset: 76 s, 144 s on one). A path
+# Asked for a selection (-m, -k, a path): just that, on two workers (the fast subset: 70 s, 144 s on one). A path
 # given is the selection, not `tests` and the path (which collected every test).
 where=tests
 for arg in "$@"; do case "$arg" in tests/*) where= ;; esac; done
