@@ -1,5 +1,6 @@
 """scripts/test.sh run for real against stand-in tools: the workers' phase, then the solo tests alone, either
-phase's failure the script's; a selection on two workers, a path as the selection.
+phase's failure the script's; a selection on two workers, a path as the selection; the suite's processes keep their
+bytecode out of the source tree.
 
 The stand-ins are Python modules named pytest, pip, ruff and mypy first on the path of a venv whose python is the
 machine's: the script is the real one."""
@@ -86,3 +87,18 @@ def test_a_selection_runs_just_that_on_two_workers(tmp_path: Path, asked: list[s
                          timeout=60, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert [r["args"] for r in _records(record).values()] == [ran]  # one phase: no solo run after it
+
+
+def test_the_suites_processes_keep_their_bytecode_out_of_the_tree(tmp_path: Path) -> None:
+    """Where PYTHONDONTWRITEBYTECODE was set, tests/conftest.py has every child of the suite keep its bytecode under
+    one prefix (about half a minute of the suite, docs/testing.md): a module a child imports is compiled there once
+    and never beside its source."""
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX")
+    if not prefix:
+        pytest.skip("PYTHONDONTWRITEBYTECODE was not set here: Python's own default applies")
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ and not sys.dont_write_bytecode
+    (tmp_path / "probe_bytecode.py").write_text("X = 1\n")
+    subprocess.run([sys.executable, "-c", "import probe_bytecode"], cwd=tmp_path, check=True,
+                   env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert not (tmp_path / "__pycache__").exists()
+    assert list(Path(prefix).rglob("probe_bytecode.*.pyc")), f"no bytecode under {prefix}"
