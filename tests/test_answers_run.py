@@ -68,10 +68,12 @@ def test_a_fast_and_wrong_build_fails_and_is_never_recorded(pytester: pytest.Pyt
                     "from 5 reference launches)",
                     "  t: accuracy *% vs *% (+0.0 points): 0 questions lost, 0 gained, one-sided McNemar p=1 >= 0.01: "
                     "no drop shown"])
-    # Tokens corrupted at 10% by a build 30% faster (so the figure alone reads pass even on a noisy box, where a
+    # Tokens corrupted at 20% by a build 30% faster (so the figure alone reads pass even on a noisy box, where a
     # build at the reference's speed can read unresolved): the canary names prompt and token, accuracy drops, the
-    # run fails.
-    wrong = pytester.runpytest("--glm5-sim-garbage", "0.1", "--glm5-sim-slowdown", "1.3", "--glm5-html", "r.html",
+    # run fails. At 10% the 134 right answers of 150 lost 6 or fewer (McNemar's p >= 0.01: no drop shown) in 13 of
+    # 300 launches of the emulator's own replies (mean 13.4 lost; a CI run read "6 questions lost, 0 gained,
+    # p=0.016"); at 20%, in none of 300 (mean 26, fewest 13).
+    wrong = pytester.runpytest("--glm5-sim-garbage", "0.2", "--glm5-sim-slowdown", "1.3", "--glm5-html", "r.html",
                                "--junitxml", "j.xml", *ASK, *OUTPUTS)
     line = outcome_agrees(wrong, pytester.path)
     assert line.startswith("FAILED: faster, but wrong: 1 config answered wrong (t: canary failed: "), line
