@@ -54,6 +54,22 @@ def test_a_load_never_scans_the_old_heap_and_gives_the_collector_back(sim: Sim) 
     assert all(frozen >= len(old_heap) for _, frozen in seen), seen  # the old heap was frozen for every collection
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
+
+def test_loads_that_overlap_hand_the_collector_back_in_any_order() -> None:
+    """Two loads of one process (threads): the first in ends first, the other stays held, and when both are out
+    the collector is as it was (a per-load save and restore left the full collection's threshold lifted for good)."""
+    import gc
+
+    before = gc.get_threshold()
+    quiet = client._QuietCollector()  # the process's one collector, which each load enters
+    quiet.__enter__()  # the first load
+    quiet.__enter__()  # the second
+    assert gc.get_threshold()[2] == 1_000_000 and gc.get_freeze_count() > 0
+    quiet.__exit__(None, None, None)  # the first ends
+    assert gc.get_threshold()[2] == 1_000_000 and gc.get_freeze_count() > 0  # the second is still measuring
+    quiet.__exit__(None, None, None)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
 def test_the_windows_bodies_are_built_before_it_up_to_a_bound(sim: Sim, monkeypatch: pytest.MonkeyPatch) -> None:
     """Building a request's body is the client's CPU, not the server's time: the window's bodies are built before it
     (each one encoded once, exactly as sent), and past PREBUILT_BYTES the rest as they go (no gigabytes held)."""

@@ -14,6 +14,7 @@ import json
 import os
 import random
 import statistics
+import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
@@ -832,19 +833,41 @@ def run_workload(url: str, workload: Workload, stop_check: Callable[[], str | No
                  model_hint: str | None = None, busy_check: Callable[[], str | None] | None = None,
                  progress: Callable[[str, float], None] | None = None) -> BenchResult:
     """Run one Workload against url from synchronous code (the CLI and the pytest plugin)."""
-    # A full collection of thousands of live streams pauses the client for tens of ms mid-run: only the young
-    # generations are collected while measuring, and what lived before the run is frozen for it (never scanned).
-    # Frozen rather than collected first: a full collection before each load cost ~50 ms in a process that has held
-    # many runs' results (a test worker's heap), and the old generation is not collected mid-run either way.
-    gc.freeze()
-    threshold = gc.get_threshold()
-    gc.set_threshold(threshold[0], threshold[1], 1_000_000)
-    try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            return runner.run(LoadRunner(url, stop_check, model_hint, busy_check, progress).run(workload))
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
+    with _COLLECTOR, asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(LoadRunner(url, stop_check, model_hint, busy_check, progress).run(workload))
+
+
+class _QuietCollector:
+    """The garbage collector held quiet while any load of this process runs.
+
+    A full collection of thousands of live streams pauses the client for tens of ms mid-run: while measuring only the
+    young generations are collected, and what lived before the load is frozen for it (never scanned). Frozen rather
+    than collected first: a full collection before each load cost ~50 ms in a process that has held many runs' results
+    (a test worker's heap). The first load in freezes and lifts the full collection's threshold, the last one out hands
+    both back, so loads that overlap in threads of one process end in any order without leaving it lifted."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loads = 0
+        self._threshold = gc.get_threshold()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._loads == 0:
+                gc.freeze()
+                self._threshold = gc.get_threshold()
+                gc.set_threshold(self._threshold[0], self._threshold[1], 1_000_000)
+            self._loads += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._loads -= 1
+            if self._loads == 0:
+                gc.set_threshold(*self._threshold)
+                gc.unfreeze()
+
+
+_COLLECTOR = _QuietCollector()
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
