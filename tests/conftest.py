@@ -19,7 +19,7 @@ from simproc import Sim, start_sim
 # imported when it ends, and numpy cannot be imported twice in one process (the next session's import raised
 # "_CopyMode.IF_NEEDED is neither True nor False"). Imported here, it outlives every session.
 
-# The suite starts some thousand Python processes (emulators, the CLI, pytest sessions, xdist workers). Where
+# The suite starts hundreds of Python processes (emulators, the CLI, pytest sessions, xdist workers). Where
 # PYTHONDONTWRITEBYTECODE is set (this machine's and CI's environment) each compiled the plugin from source and each
 # pytest process rewrote every test module's asserts again: measured, the workers' phase took 7:10 with bytecode kept
 # against 7:38-7:51 without. Kept under .cache/pycache (ignored by git), so the source tree stays as free of .pyc
