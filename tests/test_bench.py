@@ -70,6 +70,7 @@ def test_loads_that_overlap_hand_the_collector_back_in_any_order() -> None:
     quiet.__exit__(None, None, None)
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
+
 def test_the_windows_bodies_are_built_before_it_up_to_a_bound(sim: Sim, monkeypatch: pytest.MonkeyPatch) -> None:
     """Building a request's body is the client's CPU, not the server's time: the window's bodies are built before it
     (each one encoded once, exactly as sent), and past PREBUILT_BYTES the rest as they go (no gigabytes held)."""
