@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scriptmods import script
 
 from pytest_glm5.cli import build_parser
 from pytest_glm5.sim.args import parse_args as sim_parse_args
@@ -95,7 +96,7 @@ def test_shown_command_runs(where: str, command: str, tmp_path: Path) -> None:
 def test_docstrings_quote_what_their_code_prints() -> None:
     import doctest
 
-    from pytest_glm5 import metrics, names
+    from pytest_glm5 import metrics, names, words
     from pytest_glm5.correctness import canary
     from pytest_glm5.judge import box, family, held, regime, stats, variance
     from pytest_glm5.load import clock, datasets, servermetrics, trace
@@ -105,7 +106,7 @@ def test_docstrings_quote_what_their_code_prints() -> None:
     from pytest_glm5.telemetry import energy
 
     for module in (energy, regime, box, held, terminal, metrics, plan, stats, variance, family, names, trace, clock,
-                   canary, answers, speculative, datasets, servermetrics, trends):
+                   canary, answers, speculative, datasets, servermetrics, trends, words):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
 
@@ -190,12 +191,7 @@ def test_the_readmes_night_figures_are_the_simulations() -> None:
     # Real launches resampled: the two seeds' rows of 30 histories of 30 nights each, said as a count of nights.
     # The newest bootstrap draws every unchanged real launch kept in docs/, as the script itself counts them; its
     # second seed is the row after it.
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from simulate_nights import real_factors
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    real = len(real_factors(sorted((ROOT / "docs").glob("gpu_gate_*.json"))))
+    real = len(script("simulate_nights").real_factors(sorted((ROOT / "docs").glob("gpu_gate_*.json"))))
     keys = list(rows)
     boot = [k for k in keys if k.startswith(f"bootstrap from {real} launches")][-1]
     seed31 = keys[keys.index(boot) + 1]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import cast
 
 from ..metrics import higher_is_better
+from ..words import counted
 from .stats import benjamini_hochberg, cauchy_combination, compare, holm
 from .variance import Spread
 from .verdicts import Kind, Test, Verdict
@@ -234,7 +235,7 @@ def family(verdicts: Sequence[Verdict], q: float) -> Family:
     worse = _by_config(alone, judged, True, q, apart)
     better = _by_config(alone, judged, False, q, {})
     configs = len({alone[i].config for i in judged})
-    why = (f"not significant across the run's {configs} config{'s' if configs != 1 else ''} ({len(judged)} series; "
+    why = (f"not significant across the run's {counted(configs, 'config')} ({len(judged)} series; "
            f"each config one test, the Cauchy combination of its series, Holm at {q:g})")
     out = list(alone)
     for i in judged:

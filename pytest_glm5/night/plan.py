@@ -32,6 +32,7 @@ from ..judge.stats import detectable_drop
 from ..judge.verdicts import Kind, Verdict, read_report, verdicts_of
 from ..metrics import log_cv
 from ..settings import Settings
+from ..words import counted
 
 # A GLM-5-NVFP4 launch on 8x SM120 when this box has measured none: the middle of the brief's 10-50 minutes.
 ASSUMED_LOAD_S = 1800.0
@@ -42,11 +43,6 @@ ASSUMED_CANARY_S = 30.0
 # A worked GSM8K answer is about 200 tokens, 32 questions at a time at ~8 tok/s a stream: 0.8 s a question (1,319
 # questions: about 18 minutes, half a launch), assumed until a launch here times it.
 ASSUMED_S_PER_QUESTION = 0.8
-
-
-def _configs(n: int) -> str:
-    """`1 config`, `2 configs`."""
-    return f"{n} config" + ("" if n == 1 else "s")
 
 
 def hours(seconds: float) -> str:
@@ -110,7 +106,7 @@ class Plan:
         n = len(self.costs)
         planned = f"first launches {hours(self.first_s)}" if self.planned == 1 else \
             f"{self.planned} planned launches each {hours(self.first_s)}"
-        tail = f"{_configs(n)}: {planned}; with up to {self.rounds} rounds each {hours(self.most_s)}"
+        tail = f"{counted(n, 'config')}: {planned}; with up to {self.rounds} rounds each {hours(self.most_s)}"
         if self.budget_s is None:
             return [*out, tail + "; no budget (--glm5-budget 8h bounds the run)"]
         if self.first_s > self.budget_s and self.cover:
@@ -125,8 +121,8 @@ class Plan:
                 spent += c.night_s(self.planned)
             left = [c.config for c in self.costs if c.config not in fit]
             return [*out, tail + f"; budget {hours(self.budget_s)}: NOT ENOUGH for the planned launches: "
-                                 f"{_configs(len(fit))} fit, {', '.join(left)} would not run (raise the budget, "
-                                 "split the suite with --glm5-shard, or deselect configs)"]
+                                 f"{counted(len(fit), 'config')} fit, {', '.join(left)} would not run (raise the "
+                                 "budget, split the suite with --glm5-shard, or deselect configs)"]
         if self.most_s <= self.budget_s:
             return [*out, tail + f"; budget {hours(self.budget_s)}: every round fits"]
         spare = self.budget_s - self.first_s

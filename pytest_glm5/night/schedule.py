@@ -29,6 +29,7 @@ from typing import Any
 
 from ..configs import ServerConfig
 from ..judge.verdicts import Kind
+from ..words import counted
 from .plan import ConfigCost, hours
 
 KNOWN_CRASH_DAYS = 7  # a known crash is confirmed weekly: every night it would cost a model load to see it again
@@ -97,7 +98,7 @@ class Tonight:
     def lines(self) -> list[str]:
         """`tonight: tp8, b (+3 launches for what it left open, 2.4 h), c; not tonight: a (judged 1 night ago; next
         tomorrow ...); every config judged at least every 2 nights`."""
-        names = [f"{n} (+{self.extra[n]} launch{'es' if self.extra[n] != 1 else ''} for what it left open"
+        names = [f"{n} (+{counted(self.extra[n], 'launch', 'launches')} for what it left open"
                  + (f", {hours(self.extra_s[n])})" if n in self.extra_s else ")")
                  if self.extra.get(n) else f"{n} (stands by: runs last if the suspects clear)" if n in self.standby
                  else n for n in self.run]
@@ -110,7 +111,7 @@ class Tonight:
 
 def _ago(n: int | None) -> str:
     return "never judged here" if n is None else "judged today" if n == 0 else \
-        f"judged {n} night{'s' if n != 1 else ''} ago"
+        f"judged {counted(n, 'night')} ago"
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ def pick(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, St
         if c.config in waiting:
             left = crash_days - (got.nights_ago or 0)
             later[c.config] = (f"a known crash, confirmed every {crash_days} nights; {_ago(got.nights_ago)}, next in "
-                               f"{left} night{'s' if left != 1 else ''}")
+                               f"{counted(left, 'night')}")
         elif c.config not in run and c.night_s(planned) > budget_s:
             later[c.config] = f"its launches alone need {hours(c.night_s(planned))} of the {hours(budget_s)} budget"
     ahead, tonight = dict(standing), run

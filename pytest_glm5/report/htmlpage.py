@@ -20,6 +20,7 @@ from typing import Any
 
 from ..judge.verdicts import Kind
 from ..metrics import geometric_mean, latency_family
+from ..words import counted
 from . import frontier, power
 from .exports import write_text
 from .markdown import change_text, order, target_text
@@ -245,7 +246,7 @@ def headline(counts: dict[str, int]) -> str:
     wrong, regs = counts.get(Kind.INVALID, 0), counts.get(Kind.REGRESSION, 0)
     if wrong:
         return f"{wrong} invalid (faster, but wrong)"
-    return f"{regs} regression{'s' if regs != 1 else ''}" if regs else "no regression"
+    return counted(regs, Kind.REGRESSION) if regs else "no regression"
 
 
 def render(doc: dict[str, Any], analyses: Sequence[dict[str, Any]] = (), history_note: str = "") -> str:

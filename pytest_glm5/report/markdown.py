@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..judge.verdicts import Kind, to_go_text
+from ..words import counted
 from . import power
 
 LIMIT = 64 * 1024
@@ -111,10 +112,10 @@ def render(doc: dict[str, Any], html_name: str | None = None, limit: int = LIMIT
     targets = [d for d in doc.get("verdicts", []) if (d.get("bound") or {}).get("target") is not None]
     where = f"the HTML report ({html_name})" if html_name else "the JSON report (--glm5-report)"
     n_reg = len(by[Kind.REGRESSION])
-    head = (f"## glm5: {n_reg} regression{'s' if n_reg != 1 else ''} of {len(verdicts)} series"
+    head = (f"## glm5: {counted(n_reg, Kind.REGRESSION)} of {len(verdicts)} series"
             if n_reg else f"## glm5: no regression in {len(verdicts)} series")
     if problems:
-        head += f", {len(problems)} config{'s' if len(problems) != 1 else ''} crashed or could not run"
+        head += f", {counted(len(problems), 'config')} crashed or could not run"
     outcome = doc.get("outcome") or {}
     if outcome.get("line"):  # the run's own last word, as its terminal and exit status say it
         head = f"## glm5: {_esc(str(outcome['line']))}"

@@ -16,12 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..judge.verdicts import NO_BASELINES, Kind, Verdict
+from ..words import counted
 
 DECIDED = (Kind.PASS, Kind.REGRESSION, Kind.IMPROVEMENT, Kind.KNOWN_COST)
-
-
-def _n(count: int, word: str, plural: str | None = None) -> str:
-    return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
 def series_total(verdicts: Sequence[Verdict]) -> str:
@@ -135,7 +132,7 @@ def _failures(f: Facts) -> list[str]:
     wrong = {v.config: _short(v) for v in f.verdicts if v.verdict == Kind.INVALID}
     if wrong:  # first: a figure of a build that answers wrong is no figure at all
         named = "; ".join(f"{c}: {why}" for c, why in list(wrong.items())[:2])
-        reasons.append(f"faster, but wrong: {_n(len(wrong), 'config')} answered wrong ({named}"
+        reasons.append(f"faster, but wrong: {counted(len(wrong), 'config')} answered wrong ({named}"
                        f"{', and more' if len(wrong) > 2 else ''})")
     for kind in (Kind.WORKLOAD_DRIFT, Kind.WORKLOAD_NOT_HELD):
         # Another workload than the one asked or recorded: tonight's figures say nothing of speed, and a model
@@ -149,17 +146,17 @@ def _failures(f: Facts) -> list[str]:
         named = ", ".join(f"{v.config} {v.scenario} {v.metric} {_change(v)}" for v in f.regressed[:3])
         more = f", and {len(f.regressed) - 3} more" if len(f.regressed) > 3 else ""
         n = len(f.regressed)
-        reasons.append(f"{n} regression{'s' if n != 1 else ''} ({named}{more})")
+        reasons.append(f"{counted(n, Kind.REGRESSION)} ({named}{more})")
     crashed = [n for n in f.problems if n not in f.known]
     if crashed:
-        reasons.append(f"{_n(len(crashed), 'config')} crashed or could not run ({', '.join(crashed)})")
+        reasons.append(f"{counted(len(crashed), 'config')} crashed or could not run ({', '.join(crashed)})")
     if f.failed_tests:
-        reasons.append(f"{_n(f.failed_tests, 'test')} failed")
+        reasons.append(f"{counted(f.failed_tests, 'test')} failed")
     if f.unfinished:
-        reasons.append(f"{_n(len(f.unfinished), 'test')} never finished (a worker died): "
+        reasons.append(f"{counted(len(f.unfinished), 'test')} never finished (a worker died): "
                        f"{', '.join(f.unfinished[:3])}{', ...' if len(f.unfinished) > 3 else ''}")
     if f.errors:
-        reasons.append(f"{_n(len(f.errors), 'file')} not written ({f.errors[0]})")  # outputs, baselines, costs
+        reasons.append(f"{counted(len(f.errors), 'file')} not written ({f.errors[0]})")  # outputs, baselines, costs
     if f.interrupted:
         reasons.append("interrupted")
     return reasons
@@ -170,7 +167,7 @@ def _notes(f: Facts, reasons: list[str]) -> list[str]:
     notes: list[str] = []
     expected = [n for n in f.problems if n in f.known]
     if expected:
-        notes.append(f"{_n(len(expected), 'known issue')} crashed as expected")
+        notes.append(f"{counted(len(expected), 'known issue')} crashed as expected")
     bare = sorted({v.config for v in f.verdicts if v.reason is not None and v.reason.kind == NO_BASELINES})
     if bare:
         notes.append(f"NO BASELINES for {', '.join(bare)} (nothing gated there)")
@@ -181,7 +178,7 @@ def _notes(f: Facts, reasons: list[str]) -> list[str]:
                 f"{next(iter(blind.values()))})")
         (reasons if f.require else notes).append(said)
     if f.not_run:
-        notes.append(f"{_n(len(f.not_run), 'config')} not run ({', '.join(f.not_run)}: "
+        notes.append(f"{counted(len(f.not_run), 'config')} not run ({', '.join(f.not_run)}: "
                      f"{next(iter(f.not_run.values()))})")
     if f.verdicts:
         notes.append(series_total(f.verdicts))
