@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 
 import pytest
+from scriptmods import script
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = json.loads((ROOT / "docs" / "loadgen.json").read_text())
@@ -40,11 +40,7 @@ def test_the_recorded_table_keeps_the_promise() -> None:
 @pytest.mark.slow
 @pytest.mark.solo
 def test_the_client_costs_what_it_cost_when_measured(wheel: str, tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import measure_loadgen
-    finally:
-        sys.path.pop(0)
+    measure_loadgen = script("measure_loadgen")
     proc, url = measure_loadgen.start_emulator("tiny", 1.0, str(tmp_path / "tiny.log"))
     try:
         row = measure_loadgen.compare(url, [64], repeats=3, wheel=wheel, figures_too=False)[0]

@@ -3,7 +3,6 @@ H200 launches it brought back (docs/gpu_gate_live.json) replayed through today's
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import sys
@@ -12,6 +11,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from scriptmods import script
 
 ROOT = Path(__file__).resolve().parent.parent
 LIVE = ROOT / "docs" / "gpu_gate_live.json"
@@ -19,12 +19,7 @@ LIVE = ROOT / "docs" / "gpu_gate_live.json"
 
 @pytest.fixture
 def gate() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_gate", ROOT / "scripts" / "gpu_gate.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_gate"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return script("gpu_gate")
 
 
 def _stand_in(gate: ModuleType, monkeypatch: pytest.MonkeyPatch, uuid: str, seed: int) -> list[str]:

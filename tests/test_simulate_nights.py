@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scriptmods import script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,11 +51,7 @@ def test_a_bootstrap_from_real_launches_draws_their_spread(tmp_path: Path) -> No
 
 
 def test_real_launches_are_each_files_base_launches_about_its_own_mean(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from simulate_nights import real_factors
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    real_factors = script("simulate_nights").real_factors
 
     def launches(path: Path, speed: float) -> Path:
         rows = [{"build": "base", "role": "warmup", "c8": [speed / 2]},  # kept aside, as the gate kept it
@@ -110,14 +107,9 @@ def test_the_verdict_digest_is_the_same_run_to_run_and_moves_with_a_judge_change
                                                                                  ) -> None:
     # scripts/verdict_digest.py is how a refactor of the judge shows it changed no verdict (docs/testing.md): the
     # same checkout must give the same verdicts, and a changed rule must show.
-    import importlib.util
-
     from pytest_glm5.judge import decide, suspects
 
-    spec = importlib.util.spec_from_file_location("verdict_digest", ROOT / "scripts" / "verdict_digest.py")
-    assert spec is not None and spec.loader is not None
-    digest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(digest)
+    digest = script("verdict_digest")
     once = digest.verdicts(ROOT, range(1, 2), 3)
     assert once == digest.verdicts(ROOT, range(1, 2), 3)
     assert sum(len(night) for h in once.values() for night in h) > 500
