@@ -44,10 +44,11 @@ fi
 # Asked for a selection (-m, -k, a path): just that, on two workers (the fast subset: 70 s, 144 s on one). A path
 # given is the selection, not `tests` and the path (which collected every test).
 where=tests
-for arg in "$@"; do case "$arg" in tests/*) where= ;; esac; done
+selected=
 for arg in "$@"; do
-  case "$arg" in -m|-k|-m*|-k*|tests/*) exec "$VENV/bin/python" -m pytest $where -n 2 "$@" ;; esac
+  case "$arg" in tests/*) where= selected=1 ;; -m|-k|-m*|-k*) selected=1 ;; esac
 done
+[ -z "$selected" ] || exec "$VENV/bin/python" -m pytest $where -n 2 "$@"
 # The whole suite: two xdist workers (most tests wait on emulator and engine processes, so two cores do twice the
 # work), then the `solo` tests alone (timing ratios, which another worker beside them would skew: run in a lane
 # beside the workers they saved three minutes, and 2 of 2 runs beside two busy loops failed, docs/testing.md).

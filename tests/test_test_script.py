@@ -81,6 +81,7 @@ def test_the_solo_tests_run_alone_after_the_workers_and_either_failure_fails_the
 @pytest.mark.parametrize(("asked", "ran"), [
     (["-m", "not slow"], ["tests", "-n", "2", "-m", "not slow"]),
     (["tests/test_gate.py", "-k", "ab"], ["-n", "2", "tests/test_gate.py", "-k", "ab"]),
+    (["-x", "tests/test_gate.py"], ["-n", "2", "-x", "tests/test_gate.py"]),  # a path alone is a selection too
 ])
 def test_a_selection_runs_just_that_on_two_workers(tmp_path: Path, asked: list[str], ran: list[str]) -> None:
     record, env = _stand_ins(tmp_path)
