@@ -5,6 +5,7 @@ plugin.py. The rules are data: a newcomer reads WINGS and MAY to know where a mo
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -100,12 +101,24 @@ def _resolve(module: str, is_pkg: bool, node: ast.ImportFrom) -> list[str]:
     return [f"{base}.{a.name}" if base else a.name for a in node.names]
 
 
+@functools.cache
+def _parse(path: Path, stamp: tuple[int, int]) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def parsed(path: Path) -> ast.Module:
+    """The module's syntax tree, parsed once per process while the file stays as it is: the rules below walk every
+    module a dozen times, and parsing them each time was most of this file's time."""
+    st = path.stat()
+    return _parse(path, (st.st_mtime_ns, st.st_size))
+
+
 def graph() -> dict[str, list[tuple[str, int, bool]]]:
     """module -> [(imported project module, line, at module level)] for every module of the package."""
     out: dict[str, list[tuple[str, int, bool]]] = {}
     for path in sorted(PKG.rglob("*.py")):
         module = _module(path)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         top = {id(n) for n in tree.body} | {id(n) for s in tree.body if isinstance(s, ast.If) for n in s.body}
         edges: list[tuple[str, int, bool]] = []
         for node in ast.walk(tree):
@@ -168,7 +181,7 @@ def test_a_planted_lazy_import_is_caught() -> None:
 def test_only_the_hook_modules_import_pytest() -> None:
     importers = set()
     for path in PKG.rglob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         if names & {"pytest", "_pytest", "xdist"}:
@@ -203,7 +216,7 @@ def sizes() -> tuple[dict[str, int], dict[str, int]]:
                         functions[name] = (child.end_lineno or child.lineno) - child.lineno + 1
                     visit(child, name)
 
-        visit(ast.parse(text), module)
+        visit(parsed(path), module)
     return modules, functions
 
 
@@ -246,7 +259,7 @@ def class_sizes() -> dict[str, int]:
     out: dict[str, int] = {}
     for path in sorted(PKG.rglob("*.py")):
         module = _module(path) or ROOT
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ClassDef):
                 out[f"{module}.{node.name}"] = (node.end_lineno or node.lineno) - node.lineno + 1
     return out
@@ -304,7 +317,7 @@ def bare_verdict_words(g_paths: list[Path]) -> list[str]:
     out = []
     for path in g_paths:
         module = _module(path)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
