@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from ..metrics import ACCEPTANCE_METRICS, geometric_mean, higher_is_better, log_cv, summarize_repeats
+from ..words import counted
 from .carry import Prior
 from .family import extra, reference, tested
 from .stats import (
@@ -116,11 +117,11 @@ def _needed(c: Comparison, look: Look, n_ref: int | None, tolerance: float) -> t
     """What this run could see, and what resolving the series would take: advice a night can follow (one count:
     the launches still to add, returned beside the line for the plan to price), or the honest word that it cannot
     (None). The CV is in the line's test already."""
-    plural = "es" if c.n_new != 1 else ""
+    launches = counted(c.n_new, "launch", "launches")
     if not c.testable:
-        return f"{c.n_new} launch{plural} and no spread to test with: nothing ruled out; add launches", None
+        return f"{launches} and no spread to test with: nothing ruled out; add launches", None
     finds = detectable_drop(c.cv, c.n_new, look.alpha, n_ref)
-    could = f"with {c.n_new} launch{plural} this run rules out only a drop beyond {-worst(c) * 100:.1f}% " \
+    could = f"with {launches} this run rules out only a drop beyond {-worst(c) * 100:.1f}% " \
             f"(tolerance {tolerance * 100:g}%) and finds one of {finds * 100:.0f}% or more"
     n = to_resolve(c.cv, tolerance, n_ref)
     if n is None:
