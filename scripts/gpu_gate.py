@@ -122,7 +122,8 @@ def _value(row: dict[str, Any]) -> float:
 
 def decide(ref: list[float], new: list[float]) -> dict[str, Any]:
     """The plugin's nightly verdict of these launches against the reference, at look len(new) of LOOKS."""
-    from pytest_glm5.judge.decide import Look, against_reference
+    from pytest_glm5.judge.decide import against_reference
+    from pytest_glm5.judge.looks import Look
     from pytest_glm5.judge.verdicts import Bound
 
     bound = Bound("output_throughput", "floor", _geo(ref), TOLERANCE, launches=tuple(ref))
@@ -207,7 +208,8 @@ def _geo(xs: list[float]) -> float:
 
 def nightly(rng: random.Random, ref: list[float], pool: list[float]) -> tuple[str, int, float | None, str]:
     """One check: rounds of launches from `pool` against the reference until resolved or 5 looks."""
-    from pytest_glm5.judge.decide import Look, against_reference
+    from pytest_glm5.judge.decide import against_reference
+    from pytest_glm5.judge.looks import Look
     from pytest_glm5.judge.verdicts import Bound
 
     bound = Bound("output_throughput", "floor", _geo(ref), TOLERANCE, launches=tuple(ref))
@@ -223,7 +225,8 @@ def nightly(rng: random.Random, ref: list[float], pool: list[float]) -> tuple[st
 
 def ab_check(rng: random.Random, a_pool: list[float], b_pool: list[float]) -> tuple[str, int]:
     """One A/B in ABBA blocks (up to 2 blocks: the launches one session has)."""
-    from pytest_glm5.judge.decide import AB_TOLERANCE, Look, ab
+    from pytest_glm5.judge.decide import AB_TOLERANCE, ab
+    from pytest_glm5.judge.looks import Look
 
     a_draw = rng.sample(a_pool, min(4, len(a_pool)))
     b_draw = rng.sample(b_pool, min(4, len(b_pool)))

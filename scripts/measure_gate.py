@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_glm5.judge.decide import Look, ab, against_reference  # noqa: E402
+from pytest_glm5.judge.decide import ab, against_reference  # noqa: E402
+from pytest_glm5.judge.looks import Look  # noqa: E402
 from pytest_glm5.judge.verdicts import Bound  # noqa: E402
 from pytest_glm5.load.client import run_workload  # noqa: E402
 from pytest_glm5.load.types import Workload  # noqa: E402

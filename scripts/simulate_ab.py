@@ -29,8 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_glm5.judge.decide import AB_TOLERANCE, Look, ab  # noqa: E402
+from pytest_glm5.judge.decide import AB_TOLERANCE, ab  # noqa: E402
 from pytest_glm5.judge.family import family  # noqa: E402
+from pytest_glm5.judge.looks import Look  # noqa: E402
 from pytest_glm5.judge.variance import Spread, VarianceModel  # noqa: E402
 from pytest_glm5.judge.verdicts import Kind  # noqa: E402
 

@@ -4,9 +4,11 @@ build's regression)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+from pytest_glm5.judge import box
 from pytest_glm5.judge.baselines import BaselineStore
 from pytest_glm5.judge.carry import digest
 from pytest_glm5.judge.family import tested as launches_tested
@@ -129,3 +131,24 @@ def test_a_bad_launch_of_the_references_build_does_not_move_the_box(tmp_path: Pa
     path = baselines(tmp_path)
     v = judged(tmp_path, nights(path, [100.4, 99.1, 85.0, 99.6, 100.2]), [94.2, 93.8, 94.5])
     assert abs(v.stat["box"]["shift"]) < 0.005 and v.stat["box"]["launches"] == 8, v.stat["box"]
+
+
+def test_a_scenario_only_one_config_runs_borrows_its_metrics_shift_over_every_scenario() -> None:
+    # The reference config's own scenarios (chat, agentic, trace) are run by it alone: their kind never reads two
+    # configs, and without a shift their long samples read a drift of the box as a drop (scripts/simulate_nights.py
+    # --drift). They borrow the shift of their metric over every scenario.
+    def entry(config: str, scenario: str, x: float) -> dict[str, Any]:
+        return dict(config=config, scenario=scenario, metric="output_throughput", build="b0", ref="r",
+                    launches=[x], verdict="pass")
+
+    runs = [{"series": [entry("a", "sweep", 97.0 + 0.1 * i), entry("b", "sweep", 96.9 - 0.1 * i),
+                        entry("a", "chat", 97.1 + 0.05 * i)]} for i in range(5)]
+    shifts = box.of(runs, lambda key, build, ref: (math.log(100.0), True, "d1") if (build, ref) == ("b0", "r")
+                    else None)
+    own = shifts[("chat", "output_throughput", "d1")]
+    assert own.launches == 5 and own.configs == 1 and not own.usable  # one config's five launches
+    borrowed = box.for_series(shifts, "chat", "output_throughput", "d1")
+    assert borrowed is shifts[(box.ANY, "output_throughput", "d1")] and borrowed is not None and borrowed.usable
+    assert borrowed.launches == 15 and borrowed.configs == 2 and -0.035 < borrowed.shift < -0.025, borrowed
+    assert box.for_series(shifts, "sweep", "output_throughput", "d1") is shifts[("sweep", "output_throughput", "d1")]
+    assert box.for_series(shifts, "chat", "median_ttft_ms", "d1") is None  # a metric no night read: nothing moves

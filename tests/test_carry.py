@@ -5,6 +5,7 @@ through pytest, against one history."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,9 @@ import pytest
 from plugin_helpers import TWO_SCENARIOS, said_lines, write_configs
 
 from pytest_glm5.judge import decide, suspects
-from pytest_glm5.judge.carry import Prior, Sample, digest, prior_of
-from pytest_glm5.judge.decide import Look
+from pytest_glm5.judge.carry import SAMPLE_LOOKS, Prior, Sample, digest, prior_of
+from pytest_glm5.judge.looks import Look
+from pytest_glm5.judge.stats import night_level
 from pytest_glm5.judge.verdicts import Bound, Kind
 
 KEY = ("t", "s", "output_throughput")
@@ -72,6 +74,64 @@ def test_tonights_launches_join_the_earlier_nights_and_the_looks_count_across_th
     runs = [night("d1", "unresolved", [97.0] * 5), {"time": "d6", "series": [
         {**night("d6", "unresolved", [99.0])["series"][0], "restart": True}]}, night("d7", "unresolved", [98.0])]
     assert prior_of(runs, KEY, SAMPLE).launches == (99.0, 98.0)
+
+
+def test_a_sample_is_tested_each_night_at_that_nights_alpha_whatever_its_look() -> None:
+    # Each night tests the whole sample at Pocock's boundary over tonight's looks: the bound is on false nights, and the
+    # ninth look of a sample carried over eight nights keeps the power its launches have (at CV 10%, spending alpha
+    # over the sample's 25 looks confirmed a 10% drop within 5 nights in 23% of the simulated histories).
+    first = Look(0.01, 1, SAMPLE_LOOKS, night=(1, 5))
+    assert first.level == night_level(0.01, 0, 5) == pytest.approx(0.0029, abs=5e-5)  # Pocock's K = 5, one-sided
+    later = Look(0.01, 9, SAMPLE_LOOKS, night=(1, 5))  # 8 launches carried
+    assert later.level == replace(later, look=10, night=(2, 5)).level > 0.0045 > first.level
+    assert Look(0.01, 9, SAMPLE_LOOKS, night=(1, 1)).level == 0.01  # a night of one look spends all of alpha on it
+    assert not replace(first, night=(4, 5)).last and replace(first, night=(5, 5)).last
+    assert replace(first, night=(3, 5)).left == 2 and Look(0.01, 2, 5).left == 3  # without a history: the run's
+    bound = _bound(REF)
+    at = Look(0.01, 1, SAMPLE_LOOKS, night=(1, 1))
+    alone = decide.against_reference("t", "s", "output_throughput", [97.0], [97.0], bound, {}, at)
+    v = decide.carried(alone, Prior(tuple([97.5, 96.5] * 4), nights=8, since="d1"), lambda pooled, lk:
+                       decide.against_reference("t", "s", "output_throughput", pooled, pooled, bound, {}, lk), at)
+    assert v.stat["look"] == 9 and v.stat["looks"] == SAMPLE_LOOKS and v.stat["alpha"] == 0.01, v.stat
+
+
+def test_with_a_history_a_regression_is_also_a_drop_beyond_what_the_box_may_have_moved() -> None:
+    # Four launches 5.5% low against a reference of CV 3.5%: p 0.004 against no change, below the night's 0.01, but
+    # 0.012 against a 1% drop (decide.DRIFT_MARGIN): the box moves between the nights that read its shift and the
+    # nights a sample spans. Without a history one night decides alone, as before.
+    ref = [100.0 * (1 + 0.035 * z) for z in (-1.5, -1, -0.5, 0, 0.5, 1, 1.5, 0, -1, 1, -0.5, 0.5)]
+    new = [94.5 * (1 + 0.035 * z) for z in (-1, -0.3, 0.3, 1)]
+    tonight = decide.against_reference("t", "s", "output_throughput", new, new, _bound(ref), {}, Look(0.01))
+    assert tonight.verdict == Kind.REGRESSION and "drift_margin" not in tonight.stat, tonight.stat
+    carried = decide.against_reference("t", "s", "output_throughput", new, new, _bound(ref), {},
+                                       Look(0.01, 4, SAMPLE_LOOKS, night=(1, 1)))
+    assert carried.stat["p_worse"] < carried.stat["alpha"] == 0.01 and carried.stat["drift_margin"] == 0.01
+    assert carried.verdict == Kind.UNRESOLVED and carried.note.startswith(
+        "a drop beyond the 1% the box may have moved since its shift was read is not yet significant (p 0.012, alpha "
+        "0.01); with 4 launches this run rules out only a drop beyond"), carried.note
+    further = [x * 0.97 for x in new]  # 8.3% low: beyond the margin too
+    assert decide.against_reference("t", "s", "output_throughput", further, further, _bound(ref), {},
+                                    Look(0.01, 4, SAMPLE_LOOKS, night=(1, 1))).verdict == Kind.REGRESSION
+
+
+def test_a_sample_still_leaning_to_a_drop_stays_a_suspect_and_asks_again() -> None:
+    # Three launches 7% low against a reference of CV 5%: p about 0.02, likely, yet not below the look's alpha. The
+    # config's next night gives it SUSPECT_LAUNCHES more first (night/schedule.py), not only its one launch.
+    wide = [100.0 * (1 + 0.05 * z) for z in (-1.5, -1, -0.5, 0, 0.5, 1, 1.5, 0, -1, 1, -0.5, 0.5)]
+    at = Look(0.01, 1, SAMPLE_LOOKS, night=(1, 1))
+    alone = decide.against_reference("t", "s", "output_throughput", [93.0], [93.0], _bound(wide), {}, at)
+    v = decide.carried(alone, Prior((92.0, 94.0), nights=2, since="d1"), lambda pooled, lk:
+                       decide.against_reference("t", "s", "output_throughput", pooled, pooled, _bound(wide), {}, lk),
+                       at)
+    assert v.verdict == Kind.UNRESOLVED and v.stat["n_new"] == 3, v.stat
+    assert 0.01 < v.stat["p_worse"] < suspects.SUSPECT_P and v.stat["suspect"] and v.stat["to_add"] == 3, v.stat
+    assert "still leaning to a drop (p 0.0" in v.note and "3 more launches first on its config's next night" in v.note
+    # Within the tolerance it is no suspect, however likely a small drop is.
+    near = decide.carried(decide.against_reference("t", "s", "output_throughput", [97.0], [97.0], _bound(wide), {},
+                                                   at), Prior((96.5, 97.5), nights=2, since="d1"),
+                          lambda pooled, lk: decide.against_reference("t", "s", "output_throughput", pooled, pooled,
+                                                                      _bound(wide), {}, lk), at)
+    assert "suspect" not in near.stat, near.stat
 
 
 def test_one_launch_cannot_confirm_a_drop_it_is_a_suspect() -> None:
@@ -172,8 +232,8 @@ def test_three_nights_one_history_the_evidence_carries(pytester: pytest.Pytester
     assert v["verdict"] == "regression" and third.ret == 1, third.stdout.str()[-3000:]
     # Night 1's launch of the reference's own build joins the 6 recorded launches (carry.grown).
     said_lines(third, ["  t c1 output_throughput * vs 7 reference launches (6 recorded, 1 of later nights of its "
-                       "build): * 2 vs 7 launches, new launches over 2 nights (t-test at alpha *, look 2 of 5; *): "
-                       "regression"])
+                       "build): * 2 vs 7 launches, new launches over 2 nights (t-test at alpha *, look 2 of "
+                       f"{SAMPLE_LOOKS}; *): regression"])
     assert doc["run"]["launches"]["t"]["launches"] == 1  # no round inside the night
     store = next((pytester.path / "h").rglob("*.jsonl"))
     lines = [json.loads(x) for x in store.read_text().splitlines()]

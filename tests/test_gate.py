@@ -358,7 +358,8 @@ def test_a_busy_client_never_hides_a_workload_drift(tmp_path: Path) -> None:
 
 
 def test_one_launch_of_a_config_does_not_confirm_a_drop_against_its_reference() -> None:
-    from pytest_glm5.judge.decide import Look, against_config
+    from pytest_glm5.judge.decide import against_config
+    from pytest_glm5.judge.looks import Look
 
     prior = [[100.0, 101.0, 99.5, 100.4, 99.8], [100.2, 99.1, 100.9, 100.0, 99.6]]
     one = against_config("mscclpp", "c256", "output_throughput", [93.0], [100.0], "tp8", prior, 0.03, Look(0.01),

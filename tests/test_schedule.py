@@ -172,7 +172,7 @@ def test_a_suspect_is_settled_first_and_a_config_merely_due_waits_a_night() -> N
     # the cover made due (the simulated nights: a drop's suspect given its launches only after every due config was
     # confirmed within 3 nights in 57% of histories, first 80%). The due config says when it runs.
     costs = _costs("ref", "sus", "late")
-    standing = {"ref": Standing("ref", 1), "sus": Standing("sus", 1, open=1, wants=2), "late": Standing("late", 2)}
+    standing = {"ref": Standing("ref", 1), "sus": Standing("sus", 1, open=1, wants=2), "late": Standing("late", 1)}
     t = pick(costs, 4 * HOUR, standing, references={"ref"})
     assert t.extra == {"sus": 2} and t.standby == ["late"] and t.optional == ["late"], t
     # It stands by: last, run if the suspect clears and gives back its launches, else on a later night.
@@ -181,10 +181,15 @@ def test_a_suspect_is_settled_first_and_a_config_merely_due_waits_a_night() -> N
                                    "runs last if the suspects clear)"), t.lines()
     tight = pick(costs, 2.5 * HOUR, standing, references={"ref"})  # no room even if the suspect clears
     assert tight.run == ["ref", "sus"] and tight.standby == [], tight
-    assert tight.later["late"].startswith("judged 2 nights ago; next tomorrow"), tight.later
+    assert tight.later["late"].startswith("judged 1 night ago; next tomorrow"), tight.later
     # Without the suspect the cover holds: the due config runs.
     calm = pick(costs, 4 * HOUR, {**standing, "sus": Standing("sus", 1)}, references={"ref"})
     assert "late" in calm.run and calm.extra == {}, calm
+    # A config unjudged for twice the cover runs before the suspect's extra launches: a suspect that keeps leaning
+    # asks every night, and without this starved a config for 21 nights (scripts/simulate_nights.py at CV 10%).
+    overdue = pick(costs, 4 * HOUR, {**standing, "late": Standing("late", 2)}, references={"ref"})
+    assert overdue.cover == 1 and overdue.run == ["ref", "sus", "late"] and overdue.extra == {"sus": 1}, overdue
+    assert overdue.standby == [] and overdue.lead == ["ref", "sus", "late"], overdue
 
 
 def test_standing_knows_launches_that_measured_nothing_suspects_and_stale_builds() -> None:

@@ -11,8 +11,9 @@ from typing import cast
 import pytest
 from scipy import stats as sps
 
-from pytest_glm5.judge.decide import Look, ab, against_reference, per_launch
+from pytest_glm5.judge.decide import ab, against_reference, per_launch
 from pytest_glm5.judge.family import family
+from pytest_glm5.judge.looks import Look
 from pytest_glm5.judge.stats import ab_decision, benjamini_hochberg, compare, launches_needed, order_ci, spent
 from pytest_glm5.judge.verdicts import Bound, Kind, Verdict
 from pytest_glm5.judge.verdicts import Test as Stat
@@ -253,7 +254,8 @@ def test_a_night_noisier_than_its_reference_cannot_pass_on_one_lucky_launch() ->
 def test_an_ab_line_gives_each_threshold_once_on_the_rules_own_interval() -> None:
     # On the H200 an A/B line read "rules out only a drop beyond 2.9% (tolerance 5%) ...; tolerance 2%" under a
     # table column "95% CI" while SAME is decided on a 98% CI, and an UNKNOWN read as if inside the tolerance.
-    from pytest_glm5.judge.decide import Look, ab
+    from pytest_glm5.judge.decide import ab
+    from pytest_glm5.judge.looks import Look
     from pytest_glm5.report.terminal import verdict_table
 
     look = Look(alpha=0.01, look=1, looks=2, effect=0.05)

@@ -9,7 +9,7 @@ import random
 from statistics import NormalDist
 
 from pytest_glm5.judge import decide, family
-from pytest_glm5.judge.decide import Look
+from pytest_glm5.judge.looks import Look
 from pytest_glm5.judge.stats import cauchy_combination, compare, holm
 from pytest_glm5.judge.variance import Spread, VarianceModel, fit_prior, nights_of
 from pytest_glm5.judge.verdicts import Bound, Kind, Verdict

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .decide import AB_TOLERANCE, Look, ab
+from .decide import AB_TOLERANCE, ab
 from .family import family
+from .looks import Look
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT, launches_needed
 from .variance import Spread
 from .verdicts import NOT_JUDGED, Kind, ReportError, Verdict, read_report, same_machines

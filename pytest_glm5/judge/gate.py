@@ -14,7 +14,8 @@ from ..telemetry.energy import merged_power
 from . import admission, carry, decide, family, slo, suspects
 from .admission import JUDGED
 from .baselines import BaselineStore, judge, model_key
-from .decide import Look, per_launch
+from .decide import per_launch
+from .looks import Look
 from .provenance import Provenance
 from .references import ReferenceBook
 from .stats import DEFAULT_ALPHA, DEFAULT_EFFECT
@@ -31,9 +32,6 @@ from .verdicts import (
     Test,
     Verdict,
 )
-
-# Where a series' looks span nights (a history), alpha is spent early (Pocock-type): scripts/simulate_nights.py
-EARLY_SPENDING = True
 
 
 def _behind(results: Sequence[BenchResult], limit: float) -> str | None:
@@ -192,13 +190,15 @@ class PerfGate:
 
     def look(self, look: int) -> Look:
         """The sequential look: A/B adds ABBA blocks (two launches per arm), the nightly one launch at a time. With a
-        history the nightly's looks count across nights, so a sample has at least carry.SAMPLE_LOOKS of them."""
+        history a sample's launches carry across nights for up to carry.SAMPLE_LOOKS looks, and alpha is spent over
+        tonight's looks (looks.Look.night)."""
         st = self.statistics
         looks = self.per_night()
         nights = self.history is not None and not st.ab
         if nights:
             looks = max(looks, carry.SAMPLE_LOOKS)
-        return Look(st.alpha, min(look, looks), looks, st.effect, early=nights and EARLY_SPENDING)
+        return Look(st.alpha, min(look, looks), looks, st.effect,
+                    night=(look, self.per_night()) if nights else None)
 
     def judge(self, config: str, scenario: str, results: Sequence[BenchResult], metrics: Sequence[str] | None,
               provenance: Provenance, look: int = 1) -> Checked:

@@ -133,7 +133,7 @@ class ReferenceBook:
         runs = self.runs_of(provenance)  # read before the variance model is fitted: the nights join it
         carries = self.history is not None
         prior = carry.prior_of(runs, key, sample) if carries else carry.Prior()
-        moved = self.box_shift(provenance).get((key[1], key[2], bound.recorded)) if carries else None
+        moved = box.for_series(self.box_shift(provenance), key[1], key[2], bound.recorded) if carries else None
         if moved is not None and moved.usable and len(bound.launches) >= 2:
             # The box as it reads the reference's build now: the recorded launches moved by its shift (the grown
             # ones are of the box as it was, and would pull the reference back).

@@ -12,6 +12,7 @@ spread between launches is what a test uses.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,6 +49,27 @@ class Comparison:
     def testable(self) -> bool:
         """Both sides together have spread to test with (at least one degree of freedom)."""
         return not math.isnan(self.p_worse)
+
+    @property
+    def se(self) -> float:
+        """The standard error of the log change the test used: the launches' and the `extra` beyond them."""
+        return math.sqrt(self.cv ** 2 * (1 / self.n_new + 1 / self.n_ref) + self.extra)
+
+    def p_beyond(self, margin: float) -> float:
+        """One-sided p that the change is worse by more than `margin` (a fraction): the p of a drop beyond it.
+
+            >>> c = compare([95.1, 94.8], [100.2, 99.1, 101.0, 100.4], higher_is_better=True)
+            >>> _p(c.p_worse), _p(c.p_beyond(0.01)), _p(c.p_beyond(0.05))
+            ('0.00044', '0.00097', '0.24')
+        """
+        from scipy import stats as sps
+        if not self.testable or self.df <= 0:
+            return 1.0
+        se = self.se
+        gain = math.log1p(self.change) * (1 if self.higher_is_better else -1)
+        if not se > 0:
+            return 0.0 if gain < -math.log1p(margin) else 1.0
+        return float(sps.t.cdf((gain + math.log1p(margin)) / se, self.df))
 
     def gain_bounds(self, confidence: float) -> tuple[float, float]:
         """Two-sided `confidence` interval of `gain`."""
@@ -108,7 +130,7 @@ def _interval(c: Comparison, confidence: float) -> tuple[float, float]:
     df = c.df
     if df <= 0 or c.cv == 0:
         return (c.change, c.change)
-    se = math.sqrt(c.cv ** 2 * (1 / c.n_new + 1 / c.n_ref) + c.extra)
+    se = c.se
     t = float(sps.t.ppf(0.5 + confidence / 2, df))
     return (math.expm1(d - t * se), math.expm1(d + t * se))
 
@@ -195,28 +217,63 @@ def log_var(values: Sequence[float]) -> tuple[float, int] | None:
     return (_ss(logs) / (len(logs) - 1), len(logs) - 1) if len(logs) >= 2 else None
 
 
-def spent(alpha: float, look: int, looks: int, early: bool = False) -> float:
+def spent(alpha: float, look: int, looks: int) -> float:
     """The alpha of look `look` (1-based) of at most `looks`: Lan-DeMets O'Brien-Fleming-type spending,
     2 - 2 Phi(z_(1-alpha/2) / sqrt(t)) at information fraction t = look / looks, its increment used as the look's
     level. The increments add up to alpha, so over all looks the false-alarm rate stays at most alpha (a union
     bound); a plain re-test at alpha on every look would not (about 1.8% for a nominal 1%). Early looks get little,
-    so the last keeps nearly all of alpha and with it the power of a fixed design.
-
-    `early`: Lan-DeMets Pocock-type spending, alpha ln(1 + (e - 1) t), for looks that are nights: a drop should be
-    confirmed on its second or third night, not its fifth (look 2 of 5 gets 0.0023 of 0.01, O'Brien-Fleming's
-    4.6e-05); scripts/simulate_nights.py measured both."""
+    so the last keeps nearly all of alpha and with it the power of a fixed design."""
     from scipy import stats as sps
     if not 1 <= look <= looks:
         raise ValueError(f"look {look} is outside 1..{looks}")
     z = float(sps.norm.ppf(1 - alpha / 2))
 
     def cumulative(t: float) -> float:
-        if early:
-            return alpha * math.log1p((math.e - 1) * min(1.0, t)) if t > 0 else 0.0
         # The survival function, not 1 - cdf: an early look of many gets ~1e-23, which 1 - cdf rounds to 0.
         return 0.0 if t <= 0 else min(alpha, float(2 * sps.norm.sf(z / math.sqrt(t))))
 
     return cumulative(look / looks) - cumulative((look - 1) / looks)
+
+
+@functools.lru_cache(maxsize=512)
+def night_level(alpha: float, carried: int, looks: int) -> float:
+    """The one-sided level of each of a night's `looks` at a sample that holds `carried` launches of earlier nights
+    before tonight's first: Pocock's constant boundary, computed exactly for these information fractions (look k
+    tests carried + k launches), so that the night confirms a false drop with probability at most alpha. The looks
+    of one sample share its launches: with many carried they nearly coincide and each keeps nearly all of alpha,
+    where a spending function's union bound would split it five ways.
+
+        >>> [round(night_level(0.01, c, 5), 4) for c in (0, 5, 20)]
+        [0.0029, 0.0042, 0.0057]
+        >>> night_level(0.01, 7, 1)
+        0.01
+    """
+    from scipy import optimize
+    from scipy import stats as sps
+    if looks <= 1:
+        return alpha
+    c = optimize.brentq(lambda z: _crossing(z, carried, looks) - alpha, float(sps.norm.isf(alpha)),
+                        float(sps.norm.isf(alpha / looks)), xtol=1e-6)
+    return float(sps.norm.sf(c))
+
+
+def _crossing(c: float, carried: int, looks: int, grid: int = 2001) -> float:
+    """The chance that any of the looks' z statistics S_k / sqrt(n_k) reaches c under no change, n_k = carried + k
+    and S the sum of the launches' standardized values: the density of S below the boundary carried look to look
+    (Armitage, McPherson and Rowe's recursive integration) on a grid."""
+    import numpy as np
+    from scipy import stats as sps
+    top = math.sqrt(carried + looks)
+    x = np.linspace(-8 * top, c * top, grid)
+    dx = float(x[1] - x[0])
+    half = int(8 / dx)
+    kernel = sps.norm.pdf(np.arange(-half, half + 1) * dx) * dx  # one launch's step
+    density = sps.norm.pdf(x, 0.0, math.sqrt(carried + 1))
+    density[x >= c * math.sqrt(carried + 1)] = 0.0
+    for k in range(2, looks + 1):
+        density = np.convolve(density, kernel, mode="full")[half:half + grid]
+        density[x >= c * math.sqrt(carried + k)] = 0.0
+    return float(1.0 - density.sum() * dx)
 
 
 def launches_needed(cv: float, effect: float, alpha: float, n_ref: int | None, power: float = 0.95) -> int | None:

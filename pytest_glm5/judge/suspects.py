@@ -27,8 +27,16 @@ SUSPECT_P = 0.05
 def mark(v: Verdict) -> Verdict:
     """One launch cannot confirm a drop (a slow launch moves every metric of a config): a drop beyond the tolerance
     on one launch that is likely (p below SUSPECT_P) is a suspect, unresolved, which more launches confirm or
-    clear."""
+    clear. A sample of more launches still leaning to a drop (beyond the tolerance, p below SUSPECT_P, unconfirmed)
+    stays a suspect and asks again: at a CV near twice the tolerance a drop of twice it takes 20 launches or more,
+    which no single ask gives (scripts/simulate_nights.py: a suspect that asked once confirmed 13% of such drops
+    within 5 nights)."""
     st = v.stat
+    if v.verdict == Kind.UNRESOLVED and st and int(st.get("n_new", 2)) >= 2 and drops(v) \
+            and float(st.get("p_worse", 1.0)) < SUSPECT_P:
+        stat = cast(Test, {**v.stat, "suspect": True, "to_add": SUSPECT_LAUNCHES})
+        return replace(v, stat=stat, note=f"{v.note}; still leaning to a drop (p {st['p_worse']:.2g}): a suspect, "
+                                          f"{SUSPECT_LAUNCHES} more launches first on its config's next night")
     if v.verdict not in (Kind.REGRESSION, Kind.UNRESOLVED) or not st or int(st.get("n_new", 2)) >= 2 \
             or not drops(v):
         return v

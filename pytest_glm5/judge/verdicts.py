@@ -78,6 +78,7 @@ class Test(TypedDict, total=False):
     nights: int  # the nights its launches came from (judge/carry.py), tonight's included
     carried: int  # launches of earlier nights in the test
     suspect: bool  # one launch dropped beyond the tolerance: a second confirms or clears it
+    drift_margin: float  # with a history: the drop beyond which a regression must also be (decide.DRIFT_MARGIN)
     futile: bool  # the looks left tonight cannot reach the launches it needs: no round is spent on it
     restart: bool  # an earlier sample spent its looks undecided: a new one starts with these launches
     pooled: dict[str, Any]  # what the series' family lent its variance (judge/variance.py Spread.to_dict)

@@ -127,11 +127,11 @@ class _Rules:
 def _night(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, Standing], rules: _Rules
            ) -> tuple[list[str], set[str], dict[str, int], list[str], list[str], list[str]]:
     """One night's pick: the configs that run, the known crashes not due yet, the extra launches given, and the
-    configs that need not run tonight (optional: not due, no suspect; a round of what tonight finds may take their
-    time).
+    configs that need not run tonight (not due, no suspect: a round of what tonight finds may take their time).
 
-    In this order, each while it fits: the references; configs with a suspect, then the launches their suspects
-    asked for (a confirmation is the night's best use of the box, before the cover); configs never judged, and
+    In this order, each while it fits: the references; configs with a suspect, and those unjudged for twice the cover
+    (a suspect still leaning asks every night: it starved a config 21 nights in scripts/simulate_nights.py), then the
+    launches the suspects asked for (a confirmation is the night's best use of the box); configs never judged, and
     configs that would otherwise wait longer than the cover; configs not judged since a newer build arrived (where a
     drop it brought shows first); then configs with open series and the longest waiting."""
     rank = {c.config: i for i, c in enumerate(costs)}
@@ -144,10 +144,10 @@ def _night(costs: Sequence[ConfigCost], budget_s: float, standing: Mapping[str, 
 
     def priority(c: ConfigCost) -> tuple[int, int, int, int]:
         got = st(c.config)
-        due = got.nights_ago is not None and rules.cover > 0 and got.nights_ago >= rules.cover \
-            and c.config not in rules.known_crash
-        tier = 0 if c.config in rules.references else 1 if got.wants and got.open else \
-            2 if got.nights_ago is None else 3 if due else 4 if got.stale else 5 if got.open else 6
+        covers = got.nights_ago // rules.cover if got.nights_ago is not None and rules.cover > 0 \
+            and c.config not in rules.known_crash else 0  # the covers it waited: 1 is due, 2 overdue
+        tier = 0 if c.config in rules.references else 1 if (got.wants and got.open) or covers >= 2 else \
+            2 if got.nights_ago is None else 3 if covers else 4 if got.stale else 5 if got.open else 6
         return tier, -got.wants, -(got.nights_ago or 0), rank[c.config]
 
     order = sorted((c for c in costs if c.config not in waiting), key=priority)
