@@ -7,7 +7,7 @@ of it back to the first night with another build fingerprint, another workload o
 updated): those start a new sample, and the line says why. Looks are counted across the nights, up to SAMPLE_LOOKS,
 and each night tests the whole sample with alpha spent over that night's looks (judge/looks.py): the bound is on
 false nights, a false regression on at most alpha of them, which a sample re-tested nightly keeps (spending over
-the sample's looks instead cost a drop at CV 10% most of its power: 23% confirmed within 5 nights against 73%).
+the sample's looks instead cost a drop at CV 10% most of its power: 23% confirmed within 5 nights against 83%).
 What was decided stays decided while tonight agrees: a confirmed regression fails until the build changes or the
 baselines are updated; a pass needs no more launches until the build changes.
 Nights whose figures were not the build's (invalid, throttled, client- or emulator-bound, another workload) add
