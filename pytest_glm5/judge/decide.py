@@ -162,16 +162,16 @@ def against_reference(config: str, scenario: str, metric: str, samples: list[flo
     if pooled is not None:
         v.stat["pooled"] = pooled.to_dict()
     v.verdict = _nightly(c, tolerance, look.level)
-    moved = ""
+    drift = ""  # why a drop beyond the tolerance is not confirmed: the box may have moved (DRIFT_MARGIN)
     if look.night is not None:
         v.stat["drift_margin"] = DRIFT_MARGIN
         if v.verdict == Kind.REGRESSION and (p := c.p_beyond(DRIFT_MARGIN)) >= look.level:
             v.verdict = Kind.UNRESOLVED
-            moved = (f"a drop beyond the {DRIFT_MARGIN * 100:g}% the box may have moved since its shift was read is "
+            drift = (f"a drop beyond the {DRIFT_MARGIN * 100:g}% the box may have moved since its shift was read is "
                      f"not yet significant (p {p:.2g}, alpha {_a(look.level)})")
     if v.verdict == Kind.UNRESOLVED:
         v.note, add = _needed(c, look, len(bound.launches), tolerance)
-        v.note = f"{moved}; {v.note}" if moved else v.note
+        v.note = f"{drift}; {v.note}" if drift else v.note
         if add is not None:
             v.stat["to_add"] = add  # the count the note states, for the plan to price without reading the note
         if c.testable and not look.last and -c.gain <= tolerance and (add is None or futile(look, add)):

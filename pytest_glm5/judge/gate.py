@@ -193,12 +193,10 @@ class PerfGate:
         history a sample's launches carry across nights for up to carry.SAMPLE_LOOKS looks, and alpha is spent over
         tonight's looks (looks.Look.night)."""
         st = self.statistics
-        looks = self.per_night()
+        tonight = self.per_night()
         nights = self.history is not None and not st.ab
-        if nights:
-            looks = max(looks, carry.SAMPLE_LOOKS)
-        return Look(st.alpha, min(look, looks), looks, st.effect,
-                    night=(look, self.per_night()) if nights else None)
+        looks = max(tonight, carry.SAMPLE_LOOKS) if nights else tonight
+        return Look(st.alpha, min(look, looks), looks, st.effect, night=(look, tonight) if nights else None)
 
     def judge(self, config: str, scenario: str, results: Sequence[BenchResult], metrics: Sequence[str] | None,
               provenance: Provenance, look: int = 1) -> Checked:
