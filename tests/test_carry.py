@@ -207,8 +207,10 @@ def test_what_was_decided_stays_decided_until_the_build_changes() -> None:
 @pytest.mark.slow
 def test_three_nights_one_history_the_evidence_carries(pytester: pytest.Pytester) -> None:
     # Night 1 unchanged; nights 2 and 3 a slower build (the emulated slowdown enters the build's identity, as a
-    # patch does): night 2 has one launch of it, a suspect; night 3 judges its launch with night 2's.
-    write_configs(pytester, "[config.t]\nflags = {}\n")
+    # patch does): night 2 has one launch of it, a suspect; night 3 judges its launch with night 2's. At x2 time
+    # scale a decode step outlasts the host's jitter: at x0.5 on a busy host c1's 72 tokens read a CV of 14% and the
+    # 20% drop was no suspect (a CI run failed so).
+    write_configs(pytester, "[config.t]\nflags = {}\n", scale=2.0)
     pytester.makepyfile(TWO_SCENARIOS)
     # Exactly 6 recorded (the count is asserted below): a busy box would otherwise add rounds to resolve the tolerance.
     assert pytester.runpytest("--update-baselines", "--glm5-launches", "6", "--glm5-max-repeats", "6",
@@ -222,16 +224,19 @@ def test_three_nights_one_history_the_evidence_carries(pytester: pytest.Pytester
     second = pytester.runpytest(*one, "--glm5-sim-slowdown", "0.8", "--glm5-markdown", "s.md")
     assert second.ret == 0, second.stdout.str()[-3000:]  # a suspect does not fail the night
     said_lines(second, ["suspects (*; one launch dropped beyond the tolerance, a second confirms or clears it: *",
-                        "  t c1 output_throughput -*% on one launch (p *, tolerance 5%)"])
+                        "  t c? output_throughput -*% on one launch (p *, tolerance 5%)"])
+    # The series the night named a suspect (either scenario: which one's launch spread less is the host's doing).
+    doc = json.loads((pytester.path / "r.json").read_text())
+    sc = next(v["scenario"] for v in doc["verdicts"] if v["test"].get("suspect"))
     md = (pytester.path / "s.md").read_text()
     assert "### Suspects (one launch beyond the tolerance: a second confirms or clears it) (" in md, md
     third = pytester.runpytest(*one, "--glm5-sim-slowdown", "0.8")
     doc = json.loads((pytester.path / "r.json").read_text())
-    v = next(v for v in doc["verdicts"] if v["scenario"] == "c1")
+    v = next(v for v in doc["verdicts"] if v["scenario"] == sc)
     assert v["test"]["n_new"] == 2 and v["test"]["carried"] == 1 and v["test"]["nights"] == 2, v["test"]
     assert v["verdict"] == "regression" and third.ret == 1, third.stdout.str()[-3000:]
     # Night 1's launch of the reference's own build joins the 6 recorded launches (carry.grown).
-    said_lines(third, ["  t c1 output_throughput * vs 7 reference launches (6 recorded, 1 of later nights of its "
+    said_lines(third, [f"  t {sc} output_throughput * vs 7 reference launches (6 recorded, 1 of later nights of its "
                        "build): * 2 vs 7 launches, new launches over 2 nights (t-test at alpha *, look 2 of "
                        f"{SAMPLE_LOOKS}; *): regression"])
     assert doc["run"]["launches"]["t"]["launches"] == 1  # no round inside the night
