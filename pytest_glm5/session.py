@@ -272,10 +272,10 @@ class Glm5Session:
                 is not None and (hw := self.machine.hardware_known(cfg)) is not None}
 
     def round_allowed(self, config: str, measured_s: float) -> str | None:
-        """Why a round of this config may not run (None: it may): the night decides, on the plan's price where the
-        engine models its box (the emulator), else on what this run measured."""
+        """Why a round of this config may not run (None: it may): the night decides (night/plan.round_allowed)."""
         cfg = self.configs[config]
-        return self.night.round_allowed(config, measured_s, self.engine_for(cfg).modeled_load(cfg) is not None)
+        return self.night.round_allowed(config, measured_s, self.engine_for(cfg).modeled_load(cfg) is not None,
+                                        pressing=self.gate is not None and self.gate.pressing(config))
 
     def _store_of(self, cfg: ServerConfig) -> tuple[Path, BaselineStore] | None:
         return store_of(self.settings.baselines_root, self.stores, self.machine.hardware_known(cfg),

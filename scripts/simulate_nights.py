@@ -240,7 +240,7 @@ def night(box: Box, costs: Sequence[ConfigCost], configs: Mapping[str, ServerCon
                 else:
                     gate.replace(name, scenario, [], mine, "")
             if not undecided or look >= gate.per_night() \
-                    or plan.round_allowed(name, cost.launch_s, True) is not None:
+                    or plan.round_allowed(name, cost.launch_s, True, gate.pressing(name)) is not None:
                 break
             look += 1
             launches += 1

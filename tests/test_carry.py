@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from plugin_helpers import TWO_SCENARIOS, said_lines, write_configs
 
-from pytest_glm5.judge import decide, suspects
+from pytest_glm5.judge import decide, family, suspects
 from pytest_glm5.judge.carry import SAMPLE_LOOKS, Prior, Sample, digest, prior_of
 from pytest_glm5.judge.looks import Look
 from pytest_glm5.judge.stats import night_level
@@ -132,6 +132,27 @@ def test_a_sample_still_leaning_to_a_drop_stays_a_suspect_and_asks_again() -> No
                           lambda pooled, lk: decide.against_reference("t", "s", "output_throughput", pooled, pooled,
                                                                       _bound(wide), {}, lk), at)
     assert "suspect" not in near.stat, near.stat
+
+
+def test_a_drop_its_config_test_already_finds_is_pressing() -> None:
+    # One launch of a config of 4 series, each 10% low against a reference of CV 2%: a suspect (one launch does not
+    # confirm), yet its config-level p is far below alpha, so its round may take a merely due config's time.
+    tight = [100.0 * (1 + 0.02 * z) for z in (-1.5, -1, -0.5, 0, 0.5, 1, 1.5, 0, -1, 1, -0.5, 0.5)]
+    at = Look(0.01, 1, SAMPLE_LOOKS, night=(1, 1))
+
+    def config(tonight: list[float]) -> list[Any]:
+        return [decide.carried(decide.against_reference("t", f"s{i}", "output_throughput", [x], [x], _bound(tight),
+                                                        {}, at), Prior(), lambda *a: pytest.fail("nothing"), at)
+                for i, x in enumerate(tonight)]
+    dropped = config([90.0, 89.5, 90.5, 90.2])
+    assert all(v.verdict == Kind.UNRESOLVED and v.stat["suspect"] for v in dropped)
+    p = family.config_p(dropped, 0.01)
+    assert p is not None and p < 0.001 and suspects.pressing(dropped, 0.01), p
+    # Unchanged, or one series alone 7% low (beyond the tolerance, not what the config's test finds): not pressing.
+    assert not suspects.pressing(config([100.5, 99.0, 101.0, 100.0]), 0.01)
+    one = config([93.0, 100.5, 99.0, 101.0])
+    assert (family.config_p(one, 0.01) or 0.0) > 0.01 and not suspects.pressing(one, 0.01)
+    assert family.config_p([], 0.01) is None
 
 
 def test_one_launch_cannot_confirm_a_drop_it_is_a_suspect() -> None:

@@ -114,6 +114,29 @@ def test_the_launches_a_schedule_gives_are_drawn_by_rounds_and_optional_configs_
                             "(tonight's rounds took its time; the schedule runs it on a later night)")
 
 
+def test_a_pressing_round_keeps_only_the_lead_s_time() -> None:
+    # "d" found a drop its config test already holds (judge/suspects.pressing); "r" is a reference (the schedule's
+    # lead), "m" merely due. A plain round keeps both first launches; a pressing one keeps only the lead's.
+    def night() -> Budget:
+        return Budget(3500.0, {"d": 1000.0, "r": 1000.0, "m": 1000.0}, lead={"r"})
+    plain = night()
+    assert plain.begin("d") is None
+    assert plain.round("d", 1000.0) == ("budget 58 min: 17 min spent, a round costs about 17 min and 33 min is kept "
+                                        "for the configs not yet run")
+    b = night()
+    assert b.begin("d") is None and b.round("d", 1000.0, pressing=True) is None and b.yielded == {"m"}
+    assert b.round("d", 1000.0, pressing=True) is not None  # the lead's launch is kept
+    assert b.begin("r") is None
+    assert b.begin("m") == ("budget 58 min: 50 min planned so far, its launches need about 17 min; not run (a "
+                            "pressing drop's rounds took its time; the schedule runs it on a later night)")
+    # Without a schedule (no lead: every config runs tonight or on no night) pressing changes nothing.
+    alone = Budget(3500.0, {"d": 1000.0, "r": 1000.0, "m": 1000.0})
+    assert alone.begin("d") is None and alone.round("d", 1000.0, pressing=True) is not None and not alone.yielded
+    # Where the round fits anyway, nothing is yielded.
+    roomy = Budget(9000.0, {"d": 1000.0, "m": 1000.0}, lead=set())
+    assert roomy.begin("d") is None and roomy.round("d", 1000.0, pressing=True) is None and not roomy.yielded
+
+
 
 
 def test_plan_prints_and_launches_nothing(pytester: pytest.Pytester) -> None:

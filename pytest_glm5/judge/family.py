@@ -176,6 +176,27 @@ def shared_p(vs: Sequence[Verdict], worse: bool, q: float, drop: int | None = No
     return min(1.0, (c.p_worse if worse else c.p_better) * q / level) if level > 0 else 1.0
 
 
+def _one_config(vs: Sequence[Verdict], own: Sequence[float], worse: bool, q: float) -> tuple[float, str | None]:
+    """A config's p (`_config_p`), taken at the larger of its p with and without an outlier launch of its sample
+    (`outlier`), and that outlier's line where it decided."""
+    rows = _rows(vs)
+    apart = outlier(vs, worse, rows)
+    pc = _config_p(vs, own, worse, q, rows=rows)
+    if apart is None:  # an outlier launch does not decide alone: the config's p with and without it
+        return pc, None
+    without = _config_p(vs, own, worse, q, apart[0], rows)
+    return max(pc, without), apart[1] if without > pc else None
+
+
+def config_p(vs: Sequence[Verdict], q: float) -> float | None:
+    """One config's p of a drop on what its series have now, on the scale of the run's alpha q: the test the family
+    holds it to (before Holm across the run's configs); None where none of its series was tested."""
+    alone = [a for v in vs if (a := v.undecided()).stat and "p_adj" in a.stat]
+    if not alone:
+        return None
+    return _one_config(alone, [float(v.stat["p_adj"]) for v in alone], True, q)[0]
+
+
 def _by_config(alone: Sequence[Verdict], judged: Sequence[int], worse: bool, q: float,
                set_apart: dict[str, str]) -> set[int]:
     """The series (indices) the config-level rule confirms in one direction (p_adj, or p_adj_better): each
@@ -191,15 +212,9 @@ def _by_config(alone: Sequence[Verdict], judged: Sequence[int], worse: bool, q: 
     names = list(groups)
     ps = []
     for c in names:
-        vs, own = [alone[i] for i in groups[c]], [p[i] for i in groups[c]]
-        rows = _rows(vs)
-        apart = outlier(vs, worse, rows)
-        pc = _config_p(vs, own, worse, q, rows=rows)
-        if apart is not None:  # an outlier launch does not decide alone: the config's p with and without it
-            without = _config_p(vs, own, worse, q, apart[0], rows)
-            if without > pc:
-                set_apart[c] = apart[1]
-            pc = max(pc, without)
+        pc, apart = _one_config([alone[i] for i in groups[c]], [p[i] for i in groups[c]], worse, q)
+        if apart is not None:
+            set_apart[c] = apart
         ps.append(pc)
     per_config = holm(ps, q)
     out: set[int] = set()

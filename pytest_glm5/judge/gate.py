@@ -322,6 +322,13 @@ class PerfGate:
         others = [v for v in self.verdicts if (v.config, v.scenario, v.metric) not in mine]
         return not self.statistics.ab and not family.confirms(others, out, self.statistics.alpha)
 
+    def pressing(self, config: str) -> bool:
+        """Whether a round of this config is worth more tonight than a config merely due (suspects.pressing): with a
+        history only, where a config left out runs on a later night."""
+        if self.history is None or self.statistics.ab:
+            return False
+        return suspects.pressing([v for v in self.verdicts if v.config == config], self.statistics.alpha)
+
     def record(self, config: str, scenario: str, results: Sequence[BenchResult], checked: Checked) -> None:
         """Keep a scenario's final verdicts and results; judge the config against its compare_to config."""
         self.results[(config, scenario)] = list(results)

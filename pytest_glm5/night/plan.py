@@ -146,6 +146,10 @@ class Budget:
     # Configs the schedule added only because they fit (judged recently, nothing open): a round of what tonight
     # found may take their time; they run on a later night.
     optional: set[str] = field(default_factory=set)
+    # The schedule's lead (references, suspects, configs waited twice the cover): a pressing drop's round keeps
+    # their time only; None without a schedule (every config runs tonight or on no night).
+    lead: set[str] | None = None
+    yielded: set[str] = field(default_factory=set)  # configs a pressing round's time may leave out tonight
 
     def begin(self, config: str) -> str | None:
         """Before a config's first launch: why it may not start (None: it may, and its launches are charged)."""
@@ -156,23 +160,29 @@ class Budget:
         cost = self.first.get(config, 0.0)
         if self.charged + cost > self.limit_s:
             gave = " (tonight's rounds took its time; the schedule runs it on a later night)" \
-                if config in self.optional else ""
+                if config in self.optional else " (a pressing drop's rounds took its time; the schedule runs it " \
+                "on a later night)" if config in self.yielded else ""
             return (f"budget {hours(self.limit_s)}: {hours(self.charged)} planned so far, its launches need about "
                     f"{hours(cost)}; not run{gave}")
         self.begun.add(config)
         self.charged += cost
         return None
 
-    def round(self, config: str, cost_s: float) -> str | None:
-        """Before a round: why it may not run (None: it may, and it is charged)."""
+    def round(self, config: str, cost_s: float, pressing: bool = False) -> str | None:
+        """Before a round: why it may not run (None: it may, and it is charged). A `pressing` one keeps only the
+        time of the schedule's lead among the configs not yet run."""
         if config in self.begun and self.prepaid.get(config, 0.0) >= cost_s * 0.999:
             self.prepaid[config] -= cost_s  # the schedule gave it these launches: charged with its first
             return None
-        keep = sum(cost for name, cost in self.first.items() if name not in self.begun and name != config
-                   and name not in self.optional)
+        waiting = [name for name in self.first if name not in self.begun and name != config
+                   and name not in self.optional]
+        gives = [name for name in waiting if pressing and self.lead is not None and name not in self.lead]
+        keep = sum(self.first[name] for name in waiting if name not in gives)
         if self.charged + cost_s + keep > self.limit_s:
             return (f"budget {hours(self.limit_s)}: {hours(self.charged)} spent, a round costs about {hours(cost_s)}"
                     + (f" and {hours(keep)} is kept for the configs not yet run" if keep else ""))
+        if self.charged + cost_s + keep + sum(self.first[name] for name in gives) > self.limit_s:
+            self.yielded.update(gives)
         self.charged += cost_s
         return None
 
@@ -216,6 +226,7 @@ class Picked(Protocol):
     extra: dict[str, int]
     optional: list[str]
     standby: list[str]
+    lead: list[str]
 
 
 @dataclass
@@ -273,6 +284,7 @@ class Night:
         if self.budget is not None:
             self.budget.first = {k: v for k, v in self.budget.first.items() if k in run}
             self.budget.optional = set(optional)
+            self.budget.lead = set(pick.lead)
             for name, more in extra.items():
                 each = self.cost(name) or 0.0
                 self.budget.first = {**self.budget.first, name: self.budget.first.get(name, 0.0) + more * each}
@@ -305,13 +317,14 @@ class Night:
         if config in self.started and config not in self.measure_s:
             self.measure_s[config] = now - self.started[config]
 
-    def round_allowed(self, config: str, measured_s: float, modeled: bool) -> str | None:
+    def round_allowed(self, config: str, measured_s: float, modeled: bool, pressing: bool = False) -> str | None:
         """Why a round of this config may not run (None: it may): priced by the plan where the engine models its box
-        (the emulator), else by what this run measured."""
+        (the emulator), else by what this run measured; `pressing`: a drop its config-level test already finds
+        (judge/suspects.pressing), whose round may take the time of configs merely due tonight."""
         if self.budget is None:
             return None
         planned = self.cost(config)
-        return self.budget.round(config, planned if modeled and planned is not None else measured_s)
+        return self.budget.round(config, planned if modeled and planned is not None else measured_s, pressing)
 
     def price(self, verdicts: Sequence[Verdict]) -> None:
         """Each unresolved series' advice in time on this box: the launches its line says to add, at its config's
