@@ -182,8 +182,9 @@ def _one_config(vs: Sequence[Verdict], own: Sequence[float], worse: bool, q: flo
     rows = _rows(vs)
     apart = outlier(vs, worse, rows)
     pc = _config_p(vs, own, worse, q, rows=rows)
-    if apart is None:  # an outlier launch does not decide alone: the config's p with and without it
+    if apart is None:
         return pc, None
+    # An outlier launch does not decide alone: the config's p with and without it.
     without = _config_p(vs, own, worse, q, apart[0], rows)
     return max(pc, without), apart[1] if without > pc else None
 

@@ -176,7 +176,7 @@ class Budget:
             return None
         waiting = [name for name in self.first if name not in self.begun and name != config
                    and name not in self.optional]
-        gives = [name for name in waiting if pressing and self.lead is not None and name not in self.lead]
+        gives = [name for name in waiting if name not in self.lead] if pressing and self.lead is not None else []
         keep = sum(self.first[name] for name in waiting if name not in gives)
         if self.charged + cost_s + keep > self.limit_s:
             return (f"budget {hours(self.limit_s)}: {hours(self.charged)} spent, a round costs about {hours(cost_s)}"
